@@ -1,0 +1,87 @@
+"""noetic-scratchpad: an agent's working memory as a context layer.
+
+The model sees the state as a ``<scratchpad>`` block and updates it with the tool
+``scratchpad/update``; updates are deep-merged, optionally validated against a pydantic
+schema, persisted per thread or per resource, and never lost under concurrent writers.
+"""
+
+from .context import ExecutionContext
+from .errors import (
+    MaxStepsExceededError,
+    ScratchpadConfigError,
+    ScratchpadError,
+    ScratchpadReadOnlyError,
+    ScratchpadUpdateError,
+    ScratchpadValidationError,
+    StorageBusyError,
+    StorageConfigError,
+    StorageError,
+)
+from .events import (
+    EventBus,
+    ScratchpadEvent,
+    StateDiscarded,
+    UpdateApplied,
+    UpdateRejected,
+    ViewTruncated,
+)
+from .layer import (
+    Budget,
+    ContextLayer,
+    FunctionOutcome,
+    InitResult,
+    LayerData,
+    LayerFunction,
+    LayerHooks,
+    RecallResult,
+    ScratchpadConfig,
+    ScratchpadHandle,
+    ScratchpadLayer,
+    ScratchpadState,
+    Slot,
+    SpawnResult,
+    StoreResult,
+    scratchpad,
+)
+from .storage import ScopedStorage, StorageBackend, open_storage
+
+__version__ = "0.1.0"
+
+__all__ = (
+    "Budget",
+    "ContextLayer",
+    "EventBus",
+    "ExecutionContext",
+    "FunctionOutcome",
+    "InitResult",
+    "LayerData",
+    "LayerFunction",
+    "LayerHooks",
+    "MaxStepsExceededError",
+    "RecallResult",
+    "ScopedStorage",
+    "ScratchpadConfig",
+    "ScratchpadConfigError",
+    "ScratchpadError",
+    "ScratchpadEvent",
+    "ScratchpadHandle",
+    "ScratchpadLayer",
+    "ScratchpadReadOnlyError",
+    "ScratchpadState",
+    "ScratchpadUpdateError",
+    "ScratchpadValidationError",
+    "Slot",
+    "SpawnResult",
+    "StateDiscarded",
+    "StorageBackend",
+    "StorageBusyError",
+    "StorageConfigError",
+    "StorageError",
+    "StoreResult",
+    "UpdateApplied",
+    "UpdateRejected",
+    "ViewTruncated",
+    "__version__",
+    "open_storage",
+    "scratchpad",
+)

@@ -1,0 +1,31 @@
+"""JSON text for storage and size limits: orjson where it can, the standard library else."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+__all__ = ("dumps", "loads")
+
+
+def dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON. Raises ``ValueError`` for what JSON cannot hold."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError as exc:
+        if "Integer exceeds 64-bit range" not in str(exc):
+            raise ValueError(f"the value cannot be stored as JSON: {exc}") from None
+    try:  # integers past 64 bits are JSON, just not orjson's
+        return json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the value cannot be stored as JSON: {exc}") from None
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON text; integers past 64 bits included."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)

@@ -1,0 +1,61 @@
+"""The execution context that hooks, tools and code receive."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .events import EventBus
+from .render import Tokenizer, estimate_tokens
+
+__all__ = ("ExecutionContext", "Scope")
+
+Scope = Literal["thread", "resource"]
+
+
+@dataclass(eq=False)
+class ExecutionContext:
+    """One execution of an agent on a thread (and, optionally, for a resource such as a user).
+
+    Hosts that drive the hooks from their own loop need only ``ExecutionContext(thread_id=...)``;
+    everything else has a default. ``context`` holds each layer's handle by layer id once the
+    layer's ``init`` has run: ``ctx.context["scratchpad"].snapshot``.
+    """
+
+    thread_id: str
+    resource_id: str | None = None
+    execution_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    events: EventBus = field(default_factory=EventBus)
+    tokenize: Tokenizer | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+    #: Function-call ids already applied, or claimed by the runtime's tool path; the store
+    #: hook skips them, so every call is applied at most once.
+    handled_call_ids: set[str] = field(default_factory=set)
+    parent: ExecutionContext | None = None
+
+    def __post_init__(self) -> None:
+        if not self.thread_id:
+            raise ValueError("ExecutionContext needs a non-empty thread_id")
+
+    def scope_key(self, scope: Scope) -> str:
+        """The key a layer of ``scope`` keeps its state under for this execution."""
+        if scope == "resource" and self.resource_id:
+            return self.resource_id
+        return self.thread_id
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` by ``tokenize``, else the default estimate."""
+        return (self.tokenize or estimate_tokens)(text)
+
+    def child(self, **changes: Any) -> ExecutionContext:
+        """A context for a spawned child execution: same bus, thread and resource by default."""
+        values: dict[str, Any] = {
+            "thread_id": self.thread_id,
+            "resource_id": self.resource_id,
+            "events": self.events,
+            "tokenize": self.tokenize,
+            "parent": self,
+        }
+        values.update(changes)
+        return ExecutionContext(**values)

@@ -1,0 +1,532 @@
+"""The scratchpad layer: a notepad the model reads every turn and writes with a tool call."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import anyio
+
+from .. import _json
+from ..context import ExecutionContext
+from ..errors import (
+    ScratchpadConfigError,
+    ScratchpadReadOnlyError,
+    ScratchpadUpdateError,
+    ScratchpadValidationError,
+    StorageError,
+)
+from ..events import StateDiscarded, UpdateApplied, UpdateRejected, ViewTruncated, WriteSource
+from ..items import FunctionCall, LLMResponse, Message
+from ..merge import InvalidValueError, merge_state, to_json_value
+from ..render import estimate_tokens, render_view
+from ..schema import SchemaGate
+from ..storage import ScopedStorage
+from .base import (
+    Budget,
+    FunctionOutcome,
+    InitResult,
+    LayerData,
+    LayerFunction,
+    LayerHooks,
+    RecallResult,
+    Slot,
+    SpawnResult,
+    StoreResult,
+)
+
+__all__ = (
+    "UPDATE_TOOL",
+    "ScratchpadConfig",
+    "ScratchpadHandle",
+    "ScratchpadLayer",
+    "ScratchpadState",
+    "parse_arguments",
+    "scratchpad",
+)
+
+ScratchpadState = str | dict[str, Any]
+
+#: The tool name a model calls: ``{layer_id}/{function}``.
+UPDATE_TOOL = "scratchpad/update"
+
+_STATE_KEY = "state"
+
+_FIX_HINTS = {
+    "malformed": "Call scratchpad/update with a JSON object of the fields to change, "
+    'for example {"currentGoal": "..."}.',
+    "schema": "Fix these fields and call scratchpad/update again with only the fields to change.",
+    "too_large": "Condense the scratchpad: replace long lists or notes with a short summary "
+    "(writing a key replaces its value) and try again.",
+    "read_only": "This scratchpad is read-only; do not try to update it.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ScratchpadConfig:
+    """How a scratchpad behaves. Every limit has a safe default."""
+
+    scope: Literal["thread", "resource"] = "thread"
+    schema: Any = None
+    """A pydantic model (or any type ``TypeAdapter`` accepts) the state must fit."""
+    template: str | None = None
+    """Initial content when nothing is stored: text, or a JSON object when there is a schema."""
+    read_only: bool = False
+    max_state_bytes: int = 128 * 1024
+    """An update that would make the stored JSON bigger than this is rejected (``too_large``)."""
+    write_timeout: float | None = 30.0
+    """Seconds a write may wait for storage before it is reported as failed."""
+
+    def __post_init__(self) -> None:
+        if self.scope not in ("thread", "resource"):
+            raise ScratchpadConfigError(f"scope must be 'thread' or 'resource', not {self.scope!r}")
+        if self.max_state_bytes < 2:
+            raise ScratchpadConfigError(
+                f"max_state_bytes must be at least 2, not {self.max_state_bytes}"
+            )
+        if self.write_timeout is not None and self.write_timeout <= 0:
+            raise ScratchpadConfigError(
+                f"write_timeout must be positive or None, not {self.write_timeout}"
+            )
+
+
+def parse_arguments(arguments: str | Mapping[str, Any]) -> dict[str, Any]:
+    """Turn a model's tool-call arguments into an update, or raise ``ScratchpadUpdateError``."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}", parse_constant=_reject_constant)
+        except ValueError as exc:
+            raise ScratchpadUpdateError(
+                f"The arguments are not valid JSON ({exc}). {_FIX_HINTS['malformed']}",
+                reason="malformed",
+            ) from None
+    if not isinstance(arguments, Mapping):
+        raise ScratchpadUpdateError(
+            f"The arguments are a JSON {_json_kind(arguments)}, not an object. "
+            + _FIX_HINTS["malformed"],
+            reason="malformed",
+        )
+    return dict(arguments)
+
+
+class ScratchpadLayer:
+    """The scratchpad context layer. Build it with :func:`scratchpad`."""
+
+    id = "scratchpad"
+    name = "Scratchpad"
+    slot = Slot.SCRATCHPAD
+    budget = Budget(min=200, max=1500)
+
+    def __init__(self, config: ScratchpadConfig) -> None:
+        self.config = config
+        try:
+            self._gate = None if config.schema is None else SchemaGate(config.schema)
+        except (TypeError, ValueError) as exc:  # pydantic's errors for types it cannot handle
+            raise ScratchpadConfigError(f"unusable scratchpad schema: {exc}") from exc
+        self._initial: ScratchpadState = self._check_template(config.template)
+        parameters: dict[str, Any] = (
+            self._gate.tool_parameters()
+            if self._gate
+            else {"type": "object", "additionalProperties": True}
+        )
+        self.provides: dict[str, LayerData | LayerFunction] = {
+            "snapshot": LayerData(read=_copy_state, description="The current scratchpad state."),
+            "update": LayerFunction(
+                description=(
+                    "Update your scratchpad: your notes for this task (goal, steps done, "
+                    "blockers). Pass only the fields to change; objects merge into what is "
+                    "there, lists and other values replace it."
+                ),
+                parameters=parameters,
+                transition=self._transition,
+                exposed=not config.read_only,
+            ),
+        }
+        self.hooks = LayerHooks(
+            init=self.init, recall=self.recall, store=self.store, on_spawn=self.on_spawn
+        )
+
+    @property
+    def scope(self) -> Literal["thread", "resource"]:
+        return self.config.scope
+
+    def initial_state(self) -> ScratchpadState:
+        """The state of a scope nothing has been written to: the template, else empty."""
+        return _copy_state(self._initial)
+
+    # -- hooks ---------------------------------------------------------------------------
+
+    async def init(
+        self, *, storage: ScopedStorage, scope_key: str, ctx: ExecutionContext
+    ) -> InitResult:
+        """Load the scope's state (or the template), and bind ``ctx.context["scratchpad"]``."""
+        stored = await storage.get(_STATE_KEY)
+        state = self.initial_state() if stored is None else stored
+        problem = None if stored is None else self._state_problem(stored)
+        if problem is not None:
+            reason, errors = problem
+            ctx.events.emit(
+                StateDiscarded(
+                    layer_id=self.id,
+                    scope_key=scope_key,
+                    execution_id=ctx.execution_id,
+                    reason=reason,
+                    errors=tuple(errors),
+                )
+            )
+            state = self.initial_state()
+        self.bind(storage, ctx, state)
+        return InitResult(state=state)
+
+    async def recall(
+        self,
+        *,
+        state: ScratchpadState,
+        budget: int | Budget,
+        ctx: ExecutionContext,
+        log: Any = None,
+        query: str = "",
+    ) -> RecallResult | None:
+        """The ``<scratchpad>`` block for ``state`` in at most ``budget`` tokens, or ``None``."""
+        if not state:
+            return None
+        limit = budget.max if isinstance(budget, Budget) else budget
+        view = render_view(state, limit, ctx.tokenize or estimate_tokens)
+        if view.truncated:
+            ctx.events.emit(
+                ViewTruncated(
+                    layer_id=self.id,
+                    scope_key=ctx.scope_key(self.scope),
+                    execution_id=ctx.execution_id,
+                    budget=limit,
+                    total_tokens=view.total_tokens,
+                    omitted_tokens=view.omitted_tokens,
+                )
+            )
+        if view.text is None:
+            return None
+        return RecallResult(
+            items=[Message(role="developer", content=view.text)], token_count=view.tokens
+        )
+
+    async def store(
+        self,
+        *,
+        new_items: Sequence[Any],
+        state: ScratchpadState,
+        ctx: ExecutionContext,
+        log: Any = None,
+        response: LLMResponse | None = None,
+    ) -> StoreResult | None:
+        """Apply the ``scratchpad/update`` calls no one has applied yet, in order.
+
+        Bad calls are dropped with an ``UpdateRejected`` event; this hook never raises for
+        them. Returns the new state, or ``None`` when nothing was applied.
+        """
+        if self.config.read_only:
+            return None
+        calls = [
+            item
+            for item in new_items
+            if isinstance(item, FunctionCall)
+            and item.name == UPDATE_TOOL
+            and item.call_id not in ctx.handled_call_ids
+        ]
+        if not calls:
+            return None
+        handle = self._handle(ctx, state)
+        applied = False
+        for call in calls:
+            ctx.handled_call_ids.add(call.call_id)
+            try:
+                await handle.apply(call.arguments, source="store", call_id=call.call_id)
+            except (ScratchpadUpdateError, StorageError):
+                continue  # reported as an UpdateRejected event
+            applied = True
+        return StoreResult(state=handle.state) if applied else None
+
+    async def on_spawn(
+        self, *, parent_state: ScratchpadState, child_ctx: ExecutionContext
+    ) -> SpawnResult | None:
+        """Resource scope: the child starts from a copy of the parent's state. Thread: nothing."""
+        if self.scope != "resource":
+            return None
+        return SpawnResult(child_state=copy.deepcopy(parent_state))
+
+    # -- binding and writes --------------------------------------------------------------
+
+    def bind(
+        self, storage: ScopedStorage | None, ctx: ExecutionContext, state: ScratchpadState
+    ) -> ScratchpadHandle:
+        """Attach a handle to ``ctx.context[self.id]`` and return it."""
+        handle = ScratchpadHandle(self, storage, ctx, state)
+        ctx.context[self.id] = handle
+        return handle
+
+    def _handle(self, ctx: ExecutionContext, state: ScratchpadState) -> ScratchpadHandle:
+        handle = ctx.context.get(self.id)
+        if isinstance(handle, ScratchpadHandle) and handle.layer is self:
+            return handle
+        return self.bind(None, ctx, state)  # a host calling store without init: no storage
+
+    def _transition(self, args: Mapping[str, Any], state: Any) -> FunctionOutcome:
+        if self.config.read_only:
+            raise ScratchpadReadOnlyError(_FIX_HINTS["read_only"])
+        update = self.clean_update(args)
+        new_state = self.apply_update(state, update)
+        return FunctionOutcome(result=_applied_text(update), state=new_state)
+
+    def clean_update(self, args: str | Mapping[str, Any]) -> dict[str, Any]:
+        """Parse and check an update before it meets any state; raises ``ScratchpadUpdateError``."""
+        values = parse_arguments(args)
+        try:
+            cleaned: dict[str, Any] = to_json_value(values)
+        except InvalidValueError as exc:
+            raise ScratchpadUpdateError(
+                f"The update cannot be stored as JSON: {exc}. Send only objects, lists, "
+                "strings, finite numbers, booleans and null. " + _FIX_HINTS["malformed"],
+                reason="malformed",
+            ) from None
+        return cleaned
+
+    def apply_update(self, state: Any, update: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge a cleaned update into ``state`` and check the result. Pure.
+
+        A state that no longer fits the schema (written before the schema changed) counts
+        as empty, as it does at init, so it cannot block every later update.
+        """
+        merged = merge_state(state, update)
+        if self._gate is not None:
+            errors = self._gate.errors(merged)
+            if errors:
+                if self._state_problem(state) is None:
+                    raise ScratchpadValidationError(
+                        "The update does not fit the scratchpad's schema: "
+                        f"{_describe_errors(errors)}. {_FIX_HINTS['schema']}",
+                        errors=errors,
+                    )
+                return self.apply_update(self.initial_state(), update)
+        size = len(_json.dumps(merged))
+        if size > self.config.max_state_bytes:
+            raise ScratchpadUpdateError(
+                f"The scratchpad would grow to {size:,} bytes, over its limit of "
+                f"{self.config.max_state_bytes:,}. {_FIX_HINTS['too_large']}",
+                reason="too_large",
+            )
+        return merged
+
+    def _state_problem(self, state: Any) -> tuple[str, list[dict[str, Any]]] | None:
+        """Why a stored state cannot be used, or ``None`` when it can."""
+        if self._gate is None:
+            if isinstance(state, str | dict):
+                return None
+            return f"stored state is a JSON {_json_kind(state)}, not text or an object", []
+        if not isinstance(state, dict):
+            return f"stored state is a JSON {_json_kind(state)}, not an object", []
+        errors = self._gate.errors(state)
+        if errors:
+            return f"stored state does not fit the schema: {_describe_errors(errors)}", errors
+        return None
+
+    def _check_template(self, template: str | None) -> ScratchpadState:
+        if self._gate is None:
+            return template or ""
+        if not template:
+            return {}
+        try:
+            parsed = json.loads(template)
+        except ValueError as exc:
+            raise ScratchpadConfigError(
+                f"with a schema, the template must be a JSON object; it is not JSON: {exc}"
+            ) from None
+        if not isinstance(parsed, dict):
+            raise ScratchpadConfigError(
+                f"with a schema, the template must be a JSON object, not a {_json_kind(parsed)}"
+            )
+        errors = self._gate.errors(parsed)
+        if errors:
+            raise ScratchpadConfigError(
+                f"the template does not fit the schema: {_describe_errors(errors)}"
+            )
+        return parsed
+
+    def __repr__(self) -> str:
+        return f"scratchpad({self.config!r})"
+
+
+class ScratchpadHandle:
+    """What code sees as ``ctx.context["scratchpad"]``: ``.snapshot`` and ``await .update()``.
+
+    Every write is a read-modify-write of the latest *stored* state, serialized per scope
+    by the backend, so concurrent executions never lose each other's updates.
+    """
+
+    def __init__(
+        self,
+        layer: ScratchpadLayer,
+        storage: ScopedStorage | None,
+        ctx: ExecutionContext,
+        state: ScratchpadState,
+    ) -> None:
+        self.layer = layer
+        self.storage = storage
+        self.ctx = ctx
+        self.scope_key = storage.scope_key if storage else ctx.scope_key(layer.scope)
+        self.state: ScratchpadState = state
+        """The latest state this handle knows of. Treat it as read-only; see ``snapshot``."""
+
+    @property
+    def snapshot(self) -> ScratchpadState:
+        """A copy of the current state: changing it never changes the scratchpad."""
+        return _copy_state(self.state)
+
+    async def update(self, values: Mapping[str, Any]) -> ScratchpadState:
+        """Merge ``values`` into the scratchpad and return a copy of the new state.
+
+        Raises ``ScratchpadValidationError`` (schema), ``ScratchpadReadOnlyError``,
+        ``ScratchpadUpdateError`` (bad values, too large) or ``StorageError``; on any of
+        them the stored state is unchanged.
+        """
+        return _copy_state(await self.apply(values, source="api"))
+
+    async def call(
+        self, name: str, args: str | Mapping[str, Any], *, call_id: str | None = None
+    ) -> str:
+        """Run the provided function ``name`` as the model's tool call; returns its output."""
+        if name != "update":
+            raise KeyError(f"the scratchpad provides no function {name!r}; it has 'update'")
+        await self.apply(args, source="tool", call_id=call_id)
+        return _applied_text(parse_arguments(args))
+
+    async def apply(
+        self,
+        args: str | Mapping[str, Any],
+        *,
+        source: WriteSource,
+        call_id: str | None = None,
+    ) -> ScratchpadState:
+        """Apply one update through the serialized path, reporting it as an event."""
+        layer = self.layer
+        try:
+            if layer.config.read_only:
+                raise ScratchpadReadOnlyError(_FIX_HINTS["read_only"])
+            update = layer.clean_update(args)
+            self.state = await self._write(update)
+        except ScratchpadUpdateError as exc:
+            self._reject(source, call_id, exc.reason, exc.message, exc.errors)
+            raise
+        except Exception as exc:
+            message = f"The scratchpad could not be saved ({type(exc).__name__}: {exc})."
+            self._reject(source, call_id, "storage", message, [])
+            if isinstance(exc, StorageError):
+                raise
+            raise StorageError(message) from exc
+        if call_id is not None:
+            self.ctx.handled_call_ids.add(call_id)
+        self.ctx.events.emit(
+            UpdateApplied(
+                layer_id=layer.id,
+                scope_key=self.scope_key,
+                execution_id=self.ctx.execution_id,
+                source=source,
+                keys=tuple(update),
+                call_id=call_id,
+            )
+        )
+        return self.state
+
+    async def refresh(self) -> ScratchpadState:
+        """Re-read the stored state (another execution may have written it)."""
+        if self.storage is not None:
+            stored = await self.storage.get(_STATE_KEY)
+            problem = None if stored is None else self.layer._state_problem(stored)
+            self.state = self.layer.initial_state() if stored is None or problem else stored
+        return self.snapshot
+
+    async def _write(self, update: dict[str, Any]) -> ScratchpadState:
+        layer = self.layer
+        if self.storage is None:
+            return layer.apply_update(self.state, update)
+
+        def transition(stored: Any) -> Any:
+            return layer.apply_update(layer.initial_state() if stored is None else stored, update)
+
+        with anyio.fail_after(layer.config.write_timeout):
+            new_state: ScratchpadState = await self.storage.update(_STATE_KEY, transition)
+        return new_state
+
+    def _reject(
+        self,
+        source: WriteSource,
+        call_id: str | None,
+        reason: str,
+        message: str,
+        errors: Sequence[dict[str, Any]],
+    ) -> None:
+        self.ctx.events.emit(
+            UpdateRejected(
+                layer_id=self.layer.id,
+                scope_key=self.scope_key,
+                execution_id=self.ctx.execution_id,
+                hook=source,
+                reason=reason,
+                message=message,
+                errors=tuple(errors),
+                call_id=call_id,
+            )
+        )
+
+    def __repr__(self) -> str:
+        return f"<ScratchpadHandle scope_key={self.scope_key!r}>"
+
+
+def scratchpad(config: ScratchpadConfig | None = None, /, **options: Any) -> ScratchpadLayer:
+    """Build a scratchpad layer: ``scratchpad()``, ``scratchpad(scope="resource")``,
+    ``scratchpad(ScratchpadConfig(...))`` or ``scratchpad(schema=TaskNotes)``.
+
+    Raises ``ScratchpadConfigError`` (a ``ValueError``) at once for a bad scope, schema,
+    template or limit.
+    """
+    if config is None:
+        try:
+            config = ScratchpadConfig(**options)
+        except TypeError as exc:
+            raise ScratchpadConfigError(f"{exc}; see ScratchpadConfig for the options") from None
+    elif options:
+        config = replace(config, **options)
+    return ScratchpadLayer(config)
+
+
+def _copy_state(state: ScratchpadState) -> ScratchpadState:
+    """A deep copy, by JSON round trip: several times faster than ``copy.deepcopy``."""
+    if isinstance(state, str):
+        return state
+    copied: dict[str, Any] = _json.loads(_json.dumps(state))
+    return copied
+
+
+def _applied_text(update: Mapping[str, Any]) -> str:
+    keys = ", ".join(update) or "nothing"
+    return f"Scratchpad updated ({keys})."
+
+
+def _describe_errors(errors: Sequence[dict[str, Any]], limit: int = 5) -> str:
+    parts = [
+        f"{'.'.join(str(part) for part in error['loc']) or 'the state'}: {error['msg']}"
+        for error in errors[:limit]
+    ]
+    if len(errors) > limit:
+        parts.append(f"and {len(errors) - limit} more")
+    return "; ".join(parts)
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {str: "string", bool: "boolean", int: "number", float: "number", list: "array"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")

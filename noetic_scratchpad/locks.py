@@ -1,0 +1,122 @@
+"""Per-key serialization with combining: the lock every scope's writes go through.
+
+A :class:`KeyedBatcher` is a per-key lock whose holder does the work of everyone queued
+behind it. The first writer of a key becomes its leader and runs a batch; writers that
+arrive meanwhile queue up, and when the batch is done leadership passes to the first of
+them, who runs everything queued as the next batch. Each writer gets its own job's result,
+and only after its batch has finished (for storage: after the commit).
+
+Keys are forgotten as soon as nothing is queued or running for them, so the registry does
+not grow with the number of scopes ever seen.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import anyio
+
+__all__ = ("BatchRunner", "KeyedBatcher")
+
+K = TypeVar("K", bound=Hashable)
+J = TypeVar("J")
+R = TypeVar("R")
+
+#: Runs one batch for one key; returns one result (or the exception to raise) per job, in order.
+BatchRunner = Callable[[K, list[J]], Awaitable[Sequence["R | BaseException"]]]
+
+
+@dataclass(eq=False, slots=True)
+class _Waiter(Generic[J]):
+    job: J
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    lead: bool = False
+    done: bool = False
+    outcome: Any = None
+    failed: bool = False
+
+    def result(self) -> Any:
+        if self.failed:
+            raise self.outcome
+        return self.outcome
+
+
+@dataclass(eq=False, slots=True)
+class _Queue(Generic[J]):
+    waiting: deque[_Waiter[J]] = field(default_factory=deque)
+
+
+class KeyedBatcher(Generic[K, J, R]):
+    """Serializes jobs per key and runs the jobs queued for one key as one batch."""
+
+    def __init__(self, run_batch: BatchRunner[K, J, R], *, max_batch: int = 256) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        self._run_batch = run_batch
+        self.max_batch = max_batch
+        self._queues: dict[K, _Queue[J]] = {}
+
+    def __len__(self) -> int:
+        """How many keys have work queued or running (0 when idle)."""
+        return len(self._queues)
+
+    async def submit(self, key: K, job: J) -> R:
+        """Run ``job`` for ``key`` after every job queued before it; return its result."""
+        waiter: _Waiter[J] = _Waiter(job)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = _Queue()
+            waiter.lead = True
+        queue.waiting.append(waiter)
+        if not waiter.lead:
+            try:
+                await waiter.wake.wait()
+            except BaseException:  # cancelled while queued
+                if waiter.lead:
+                    queue.waiting.remove(waiter)
+                    self._hand_off(key, queue)
+                elif not waiter.done and waiter in queue.waiting:
+                    queue.waiting.remove(waiter)
+                raise
+            if not waiter.lead:
+                result: R = waiter.result()
+                return result
+        try:
+            await self._lead(key, queue)
+        finally:
+            self._hand_off(key, queue)
+        led: R = waiter.result()
+        return led
+
+    async def _lead(self, key: K, queue: _Queue[J]) -> None:
+        take = min(len(queue.waiting), self.max_batch)
+        batch = [queue.waiting.popleft() for _ in range(take)]
+        # Shielded: the jobs of other tasks ride on this batch, so the leader's
+        # cancellation must not abandon them half-way.
+        with anyio.CancelScope(shield=True):
+            try:
+                outcomes: Sequence[Any] = await self._run_batch(key, [w.job for w in batch])
+                if len(outcomes) != len(batch):
+                    raise RuntimeError(
+                        f"batch runner returned {len(outcomes)} results for {len(batch)} jobs"
+                    )
+            except BaseException as exc:
+                outcomes = [exc] * len(batch)
+        for waiter, outcome in zip(batch, outcomes, strict=True):
+            waiter.outcome = outcome
+            waiter.failed = isinstance(outcome, BaseException)
+            waiter.done = True
+            if not waiter.lead:
+                waiter.wake.set()
+
+    def _hand_off(self, key: K, queue: _Queue[J]) -> None:
+        """Wake the next queued writer as leader, or forget the key."""
+        if queue.waiting:
+            successor = queue.waiting[0]
+            successor.lead = True
+            successor.wake.set()
+        else:
+            del self._queues[key]

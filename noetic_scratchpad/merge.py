@@ -1,0 +1,147 @@
+"""Pure functions for the scratchpad's state: JSON checking, key stripping and deep merge.
+
+Nothing here mutates its arguments or imports the rest of the package. States are treated
+as immutable values: a merge copies only the path it changes and shares the rest, which is
+what keeps an update cheap on a large state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = (
+    "FORBIDDEN_KEYS",
+    "MAX_DEPTH",
+    "InvalidValueError",
+    "deep_merge",
+    "merge_state",
+    "strip_keys",
+    "to_json_value",
+)
+
+#: Keys removed at every depth: prototype-pollution keys in the JavaScript world the
+#: scratchpad's JSON may travel to.
+FORBIDDEN_KEYS = frozenset({"__proto__", "constructor"})
+
+#: Containers nested deeper than this are replaced instead of merged, and rejected by
+#: :func:`to_json_value`, so a cyclic or absurdly deep value can never overflow the stack.
+MAX_DEPTH = 32
+
+#: Where the old text goes when a string state receives its first object update.
+PREVIOUS_TEXT_KEY = "_previous"
+
+
+class InvalidValueError(ValueError):
+    """A value cannot be stored as JSON. ``path`` says where, as ``$.a.b[2]``."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(f"{message} at {path}")
+        self.path = path
+
+
+def to_json_value(value: Any, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Return a JSON-safe copy of ``value`` without forbidden keys.
+
+    Tuples become lists. Raises :class:`InvalidValueError` for anything JSON cannot hold
+    exactly: non-string keys, NaN and infinities, bytes, sets, dates and other objects,
+    cycles, and nesting deeper than ``max_depth``.
+    """
+    return _to_json(value, "$", 0, max_depth, set())
+
+
+def _to_json(value: Any, path: str, depth: int, max_depth: int, seen: set[int]) -> Any:
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidValueError(f"{value} is not a JSON number", path)
+        return value
+    if not isinstance(value, dict | list | tuple):
+        raise InvalidValueError(f"a {type(value).__name__} is not a JSON value", path)
+    if id(value) in seen:
+        raise InvalidValueError("the value contains itself (a cycle)", path)
+    if depth >= max_depth:
+        raise InvalidValueError(f"nesting is deeper than {max_depth} levels", path)
+    seen.add(id(value))
+    try:
+        if isinstance(value, dict):
+            result: dict[str, Any] = {}
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise InvalidValueError(
+                        f"the key {key!r} is a {type(key).__name__}, not a string", path
+                    )
+                if key not in FORBIDDEN_KEYS:
+                    result[key] = _to_json(item, f"{path}.{key}", depth + 1, max_depth, seen)
+            return result
+        return [
+            _to_json(item, f"{path}[{index}]", depth + 1, max_depth, seen)
+            for index, item in enumerate(value)
+        ]
+    finally:
+        seen.discard(id(value))
+
+
+def strip_keys(value: Any, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Return ``value`` without :data:`FORBIDDEN_KEYS` at any depth down to ``max_depth``.
+
+    Containers below the cap are returned as they are (replaced, never recursed into).
+    """
+    return _strip(value, max_depth)
+
+
+def _strip(value: Any, depth_left: int) -> Any:
+    if depth_left <= 0:
+        return value
+    if isinstance(value, dict):
+        return {
+            key: _strip(item, depth_left - 1)
+            for key, item in value.items()
+            if key not in FORBIDDEN_KEYS
+        }
+    if isinstance(value, list):
+        return [_strip(item, depth_left - 1) for item in value]
+    return value
+
+
+def deep_merge(
+    base: Mapping[str, Any], update: Mapping[str, Any], *, max_depth: int = MAX_DEPTH
+) -> dict[str, Any]:
+    """Merge ``update`` into a copy of ``base``.
+
+    Object-valued keys merge recursively; lists and primitives (``None`` included) replace.
+    Forbidden keys are stripped at every depth. Below ``max_depth`` a value replaces
+    instead of merging. Only the changed path is copied; untouched subtrees are shared.
+    """
+    return _merge(base, update, max_depth)
+
+
+def _merge(base: Mapping[str, Any], update: Mapping[str, Any], depth_left: int) -> dict[str, Any]:
+    result = dict(base)
+    for key, value in update.items():
+        if key in FORBIDDEN_KEYS:
+            continue
+        current = result.get(key)
+        if isinstance(value, dict) and isinstance(current, dict) and depth_left > 1:
+            result[key] = _merge(current, value, depth_left - 1)
+        else:
+            result[key] = _strip(value, depth_left - 1)
+    return result
+
+
+def merge_state(
+    state: str | Mapping[str, Any], update: Mapping[str, Any], *, max_depth: int = MAX_DEPTH
+) -> dict[str, Any]:
+    """Apply an object update to a scratchpad state, which may still be plain text.
+
+    A non-empty text state is kept under ``"_previous"`` (the old text wins over an update
+    key of that name); an empty text state is simply replaced.
+    """
+    if isinstance(state, str):
+        merged = deep_merge({}, update, max_depth=max_depth)
+        if state:
+            merged[PREVIOUS_TEXT_KEY] = state
+        return merged
+    return deep_merge(state, update, max_depth=max_depth)

@@ -1,0 +1,108 @@
+"""The ``<scratchpad>`` block a model sees: JSON body, escaping, token estimate, budget cut."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+__all__ = (
+    "CLOSE_TAG",
+    "OPEN_TAG",
+    "RenderedView",
+    "Tokenizer",
+    "dumps_pretty",
+    "estimate_tokens",
+    "render_block",
+    "render_view",
+)
+
+OPEN_TAG = "<scratchpad>"
+CLOSE_TAG = "</scratchpad>"
+
+Tokenizer = Callable[[str], int]
+
+# Matches a closing tag in any letter case; "<\/" keeps the body valid JSON ("\/" is "/").
+_CLOSING = re.compile(r"</(scratchpad)", re.IGNORECASE)
+
+
+def estimate_tokens(text: str) -> int:
+    """The default token estimate: about four characters a token."""
+    return math.ceil(len(text) / 4)
+
+
+def dumps_pretty(state: Mapping[str, Any]) -> str:
+    """``json.dumps(state, indent=2, ensure_ascii=False)``, with orjson's speed where it can."""
+    try:
+        return orjson.dumps(state, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # integers past 64 bits: orjson refuses them, json does not
+        return json.dumps(state, indent=2, ensure_ascii=False)
+
+
+def render_body(state: str | Mapping[str, Any]) -> str:
+    """The text between the tags, escaped so it can never close the block early."""
+    body = state if isinstance(state, str) else dumps_pretty(state)
+    return _CLOSING.sub(r"<\\/\1", body) if "</" in body else body
+
+
+def render_block(state: str | Mapping[str, Any]) -> str:
+    """The whole block for ``state``, uncut."""
+    return f"{OPEN_TAG}\n{render_body(state)}\n{CLOSE_TAG}"
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedView:
+    """A block cut to fit a budget. ``text`` is ``None`` when not even a cut view fits."""
+
+    text: str | None
+    tokens: int
+    total_tokens: int
+    omitted_tokens: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.omitted_tokens > 0
+
+
+def render_view(
+    state: str | Mapping[str, Any], budget: int, tokenize: Tokenizer = estimate_tokens
+) -> RenderedView:
+    """Render ``state`` in at most ``budget`` tokens.
+
+    When the whole block is too big, the body is cut (at a line end where possible) and a
+    last line inside the block says about how many tokens were left out.
+    """
+    body = render_body(state)
+    full = f"{OPEN_TAG}\n{body}\n{CLOSE_TAG}"
+    total = tokenize(full)
+    if total <= budget:
+        return RenderedView(full, total, total, 0)
+
+    def cut_block(length: int, omitted: int) -> str:
+        notice = (
+            f"[scratchpad view truncated: about {omitted} of {total} tokens left out; "
+            "the full state is kept]"
+        )
+        return f"{OPEN_TAG}\n{body[:length]}\n{notice}\n{CLOSE_TAG}"
+
+    # Binary search for the longest prefix that fits; the notice is sized with ``total``,
+    # which has at least as many digits as the final count.
+    low, high = -1, len(body)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if tokenize(cut_block(middle, total)) <= budget:
+            low = middle
+        else:
+            high = middle
+    if low < 0:
+        return RenderedView(None, 0, total, total)
+    line_end = body.rfind("\n", 0, low)
+    length = line_end if line_end > 0 else low
+    omitted = max(1, total - tokenize(f"{OPEN_TAG}\n{body[:length]}\n{CLOSE_TAG}"))
+    text = cut_block(length, omitted)
+    return RenderedView(text, tokenize(text), total, omitted)

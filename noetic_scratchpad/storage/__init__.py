@@ -1,0 +1,93 @@
+"""Storage backends, chosen by URL.
+
+``await open_storage("memory://")``, ``"sqlite:///scratchpad.db"`` or
+``"postgresql://user@host/db"``. Backends are imported only when their URL is opened, so
+a missing driver is an error that names the extra to install, not an import failure.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import StorageConfigError
+from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
+from .memory import MemoryStorage
+from .scoped import ScopedStorage, scope_prefix
+
+__all__ = (
+    "ENV_VAR",
+    "JsonValue",
+    "KeyInfo",
+    "MemoryStorage",
+    "ScopedStorage",
+    "StorageBackend",
+    "UpdateFn",
+    "open_storage",
+    "register_backend",
+    "resolve_storage_url",
+    "scope_prefix",
+)
+
+#: Where ``open_storage`` and the harness look for a URL when the application gives none.
+ENV_VAR = "NOETIC_SCRATCHPAD_STORAGE"
+
+DEFAULT_URL = "memory://"
+
+Opener = Callable[..., Awaitable[StorageBackend]]
+
+# scheme -> (module, class, the pip extra that brings its driver)
+_BUILTIN: dict[str, tuple[str, str, str | None]] = {
+    "memory": ("noetic_scratchpad.storage.memory", "MemoryStorage", None),
+    "sqlite": ("noetic_scratchpad.storage.sqlite", "SqliteStorage", None),
+    "postgresql": ("noetic_scratchpad.storage.postgres", "PostgresStorage", "postgres"),
+    "postgres": ("noetic_scratchpad.storage.postgres", "PostgresStorage", "postgres"),
+}
+_REGISTERED: dict[str, Opener] = {}
+
+
+def register_backend(scheme: str, opener: Opener) -> None:
+    """Make ``open_storage`` open URLs of ``scheme`` with ``await opener(url, **options)``."""
+    _REGISTERED[scheme.lower()] = opener
+
+
+def resolve_storage_url(url: str | None = None, *, default: str = DEFAULT_URL) -> str:
+    """The URL to open: ``url``, else ``$NOETIC_SCRATCHPAD_STORAGE``, else ``default``."""
+    return url or os.environ.get(ENV_VAR) or default
+
+
+async def open_storage(url: str | None = None, **options: Any) -> StorageBackend:
+    """Open the backend for ``url`` (see :func:`resolve_storage_url` for the default).
+
+    Raises :class:`StorageConfigError` for an unknown scheme, a bad path or option, or a
+    driver that is not installed; the message says how to fix it.
+    """
+    resolved = resolve_storage_url(url)
+    scheme = urlsplit(resolved).scheme.lower()
+    if not scheme:
+        raise StorageConfigError(
+            f"storage URL {resolved!r} has no scheme; use memory://, "
+            "sqlite:///path/to/file.db or postgresql://user@host/db"
+        )
+    if scheme in _REGISTERED:
+        return await _REGISTERED[scheme](resolved, **options)
+    if scheme not in _BUILTIN:
+        known = ", ".join(sorted({*_BUILTIN, *_REGISTERED}))
+        raise StorageConfigError(
+            f"unknown storage scheme {scheme!r} in {resolved!r}; known schemes: {known} "
+            "(or register one with noetic_scratchpad.storage.register_backend)"
+        )
+    module_name, class_name, extra = _BUILTIN[scheme]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        hint = f"pip install 'noetic-scratchpad[{extra}]'" if extra else "pip install aiosqlite"
+        raise StorageConfigError(
+            f"the {scheme} backend needs {exc.name or 'a driver'}, which is not installed; "
+            f"run: {hint}"
+        ) from exc
+    backend: StorageBackend = await getattr(module, class_name).open(resolved, **options)
+    return backend

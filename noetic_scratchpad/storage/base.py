@@ -1,0 +1,96 @@
+"""The storage contract: an async key-value store of JSON values.
+
+Every backend implements :class:`StorageBackend`. Keys are ``/``-separated strings; values
+are anything JSON can hold (dicts with string keys, lists, strings, numbers, booleans,
+``None``). Values read from a backend belong to the caller: mutating them never changes
+what is stored.
+"""
+
+from __future__ import annotations
+
+import builtins
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+__all__ = ("JsonValue", "KeyInfo", "StorageBackend", "UpdateFn")
+
+JsonValue = Any
+"""A value JSON can hold. (Recursive aliases cost mypy more than they catch here.)"""
+
+UpdateFn = Callable[[JsonValue | None], JsonValue]
+"""A pure, synchronous transition: the current value (``None`` when the key is missing) in,
+the value to store out. It may run in a database thread and may be retried, so it must not
+mutate its argument, touch the event loop or have side effects. Raising aborts the write."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    """What :meth:`StorageBackend.describe` says about one key."""
+
+    key: str
+    size: int
+    """Bytes of the stored JSON text."""
+    updated_at: float
+    """Unix time of the last write."""
+
+
+class StorageBackend(ABC):
+    """An async key-value store of JSON values; also an async context manager."""
+
+    #: The URL scheme(s) a backend registers under, for messages and the CLI.
+    url: str = ""
+
+    @abstractmethod
+    async def get(self, key: str) -> JsonValue | None:
+        """Return the value at ``key``, or ``None`` when the key is missing."""
+
+    @abstractmethod
+    async def set(self, key: str, value: JsonValue) -> None:
+        """Store ``value`` at ``key``, replacing any value there.
+
+        Raises ``ValueError`` (and stores nothing) when ``value`` is not JSON.
+        """
+
+    @abstractmethod
+    async def delete(self, key: str) -> None:
+        """Remove ``key``. Deleting a missing key does nothing."""
+
+    @abstractmethod
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        """Return the keys that start with ``prefix``, sorted. ``""`` lists everything."""
+
+    @abstractmethod
+    async def get_many(self, keys: Iterable[str]) -> dict[str, JsonValue]:
+        """Return the values of the keys that exist; missing keys are absent, not ``None``."""
+
+    @abstractmethod
+    async def update(self, key: str, fn: UpdateFn) -> JsonValue:
+        """Atomically replace the value at ``key`` by ``fn(current)`` and return it.
+
+        ``fn`` sees the latest stored value, and no other write to ``key`` (from this
+        process or another one sharing the store) happens between its read and the write
+        of its result. If ``fn`` raises, nothing is written and the exception propagates.
+        The call returns only after the new value is durable to the backend's setting.
+        """
+
+    @abstractmethod
+    async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
+        """Return size and last-write time of the keys that start with ``prefix``, sorted."""
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Release connections and threads. Closing twice does nothing."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,85 @@
+"""Fixtures shared by the whole suite: backends by URL, one contract suite over all of them."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from noetic_scratchpad import open_storage
+from noetic_scratchpad.storage import StorageBackend
+
+POSTGRES_URL = os.environ.get(
+    "NOETIC_SCRATCHPAD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(autouse=True)
+def _no_storage_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests choose their storage explicitly; a developer's environment must not leak in."""
+    monkeypatch.delenv("NOETIC_SCRATCHPAD_STORAGE", raising=False)
+
+
+def postgres_available() -> str | None:
+    """``None`` when the test server answers, else why not (a skip reason)."""
+    try:
+        import asyncpg  # noqa: F401
+    except ImportError:
+        return "asyncpg is not installed (pip install 'noetic-scratchpad[postgres]')"
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(POSTGRES_URL)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5432), 2):
+            return None
+    except OSError as exc:
+        return f"no PostgreSQL server at {POSTGRES_URL} ({exc})"
+
+
+def require_postgres() -> None:
+    """Skip without a server on a developer's machine; fail in CI, where one must run."""
+    reason = postgres_available()
+    if reason is None:
+        return
+    if IN_CI:
+        pytest.fail(f"PostgreSQL is required in CI: {reason}")
+    pytest.skip(reason)
+
+
+def postgres_test_url() -> str:
+    """The test server's URL with a table of its own, so tests never see each other's keys."""
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    return f"{POSTGRES_URL}{separator}table=test_{uuid.uuid4().hex[:12]}"
+
+
+def backend_url(kind: str, tmp_path: Path) -> str:
+    if kind == "memory":
+        return "memory://"
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'scratchpad.db'}"
+    require_postgres()
+    return postgres_test_url()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def backend_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
+
+
+@pytest.fixture
+async def storage(backend_kind: str, tmp_path: Path) -> AsyncIterator[StorageBackend]:
+    """Every backend in turn, opened by URL and closed afterwards (PostgreSQL: table dropped)."""
+    backend = await open_storage(backend_url(backend_kind, tmp_path))
+    try:
+        yield backend
+    finally:
+        drop = getattr(backend, "drop_table", None)
+        if drop is not None:
+            await drop()
+        await backend.aclose()
