@@ -9,8 +9,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 __all__ = (
     "CLOSE_TAG",
     "OPEN_TAG",
@@ -37,11 +35,12 @@ def estimate_tokens(text: str) -> int:
 
 
 def dumps_pretty(state: Mapping[str, Any]) -> str:
-    """``json.dumps(state, indent=2, ensure_ascii=False)``, with orjson's speed where it can."""
-    try:
-        return orjson.dumps(state, option=orjson.OPT_INDENT_2).decode()
-    except TypeError:  # integers past 64 bits: orjson refuses them, json does not
-        return json.dumps(state, indent=2, ensure_ascii=False)
+    """``json.dumps(state, indent=2, ensure_ascii=False)``: the body the contract promises.
+
+    Not orjson: it writes some floats differently (``1e-7`` where ``json`` writes ``1e-07``),
+    and a recall runs once per model step, where the standard library's speed is enough.
+    """
+    return json.dumps(state, indent=2, ensure_ascii=False)
 
 
 def render_body(state: str | Mapping[str, Any]) -> str:
