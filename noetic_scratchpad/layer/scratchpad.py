@@ -21,7 +21,7 @@ from ..errors import (
 )
 from ..events import StateDiscarded, UpdateApplied, UpdateRejected, ViewTruncated, WriteSource
 from ..items import FunctionCall, LLMResponse, Message
-from ..merge import InvalidValueError, merge_state, to_json_value
+from ..merge import MAX_DEPTH, InvalidValueError, merge_state, to_json_value
 from ..render import estimate_tokens, render_view
 from ..schema import SchemaGate
 from ..storage import ScopedStorage
@@ -101,6 +101,12 @@ def parse_arguments(arguments: str | Mapping[str, Any]) -> dict[str, Any]:
         except ValueError as exc:
             raise ScratchpadUpdateError(
                 f"The arguments are not valid JSON ({exc}). {_FIX_HINTS['malformed']}",
+                reason="malformed",
+            ) from None
+        except RecursionError:  # the stdlib parser recurses once per nesting level
+            raise ScratchpadUpdateError(
+                f"The arguments are nested far too deeply (more than {MAX_DEPTH} levels "
+                f"are never stored). {_FIX_HINTS['malformed']}",
                 reason="malformed",
             ) from None
     if not isinstance(arguments, Mapping):
