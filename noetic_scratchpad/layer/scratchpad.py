@@ -246,6 +246,9 @@ class ScratchpadLayer:
         handle = self._handle(ctx, state)
         applied = False
         for call in calls:
+            # Checked per call, not up front: the same id may appear twice in one batch.
+            if call.call_id in ctx.handled_call_ids:
+                continue
             ctx.handled_call_ids.add(call.call_id)
             try:
                 await handle.apply(call.arguments, source="store", call_id=call.call_id)
