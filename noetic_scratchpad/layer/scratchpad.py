@@ -307,6 +307,9 @@ class ScratchpadLayer:
         A state that no longer fits the schema (written before the schema changed) counts
         as empty, as it does at init, so it cannot block every later update.
         """
+        if not isinstance(state, dict) and (self._gate is not None or not isinstance(state, str)):
+            # A stored value of the wrong shape counts as nothing written, as it does at init.
+            state = self.initial_state()
         merged = merge_state(state, update)
         if self._gate is not None:
             errors = self._gate.errors(merged)
