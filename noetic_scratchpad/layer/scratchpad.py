@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import anyio
+from pydantic import PydanticUserError
 
 from .. import _json
 from ..context import ExecutionContext
@@ -130,7 +131,7 @@ class ScratchpadLayer:
         self.config = config
         try:
             self._gate = None if config.schema is None else SchemaGate(config.schema)
-        except (TypeError, ValueError) as exc:  # pydantic's errors for types it cannot handle
+        except (TypeError, ValueError, PydanticUserError) as exc:  # types pydantic cannot handle
             raise ScratchpadConfigError(f"unusable scratchpad schema: {exc}") from exc
         self._initial: ScratchpadState = self._check_template(config.template)
         parameters: dict[str, Any] = (
@@ -349,8 +350,10 @@ class ScratchpadLayer:
         if not template:
             return {}
         try:
-            parsed = json.loads(template)
-        except ValueError as exc:
+            parsed = json.loads(template, parse_constant=_reject_constant)
+            if isinstance(parsed, dict):
+                parsed = to_json_value(parsed)  # strips forbidden keys; refuses 1e400 (inf)
+        except (ValueError, RecursionError) as exc:
             raise ScratchpadConfigError(
                 f"with a schema, the template must be a JSON object; it is not JSON: {exc}"
             ) from None
