@@ -433,8 +433,14 @@ class ScratchpadHandle:
         except ScratchpadUpdateError as exc:
             self._reject(source, call_id, exc.reason, exc.message, exc.errors)
             raise
+        except _WriteTimeout as exc:
+            self._reject(source, call_id, "timeout", str(exc), [])
+            raise
         except Exception as exc:
-            message = f"The scratchpad could not be saved ({type(exc).__name__}: {exc})."
+            message = (
+                f"The scratchpad could not be saved ({type(exc).__name__}: {exc}); it is "
+                "unchanged. Try the update again later."
+            )
             self._reject(source, call_id, "storage", message, [])
             if isinstance(exc, StorageError):
                 raise
@@ -469,9 +475,16 @@ class ScratchpadHandle:
         def transition(stored: Any) -> Any:
             return layer.apply_update(layer.initial_state() if stored is None else stored, update)
 
-        with anyio.fail_after(layer.config.write_timeout):
+        timeout = layer.config.write_timeout
+        with anyio.move_on_after(timeout):
             new_state: ScratchpadState = await self.storage.update(_STATE_KEY, transition)
-        return new_state
+            return new_state
+        # The backend may have committed just before it was cut off: say so, never "lost".
+        raise _WriteTimeout(
+            f"The scratchpad did not answer within {timeout:g} s, so the update may have been "
+            "saved or not. Check the scratchpad and repeat the update if it is missing; "
+            "repeating an update is harmless."
+        )
 
     def _reject(
         self,
@@ -496,6 +509,10 @@ class ScratchpadHandle:
 
     def __repr__(self) -> str:
         return f"<ScratchpadHandle scope_key={self.scope_key!r}>"
+
+
+class _WriteTimeout(StorageError):
+    """``write_timeout`` passed before the backend answered (event reason ``timeout``)."""
 
 
 def scratchpad(config: ScratchpadConfig | None = None, /, **options: Any) -> ScratchpadLayer:
