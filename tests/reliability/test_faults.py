@@ -1,0 +1,391 @@
+"""Fault injection at the layer: backends that raise or stall in the middle of a write, and
+event subscribers that raise or hang. Nothing stored may be lost or changed by a failed
+write, every failure surfaces as an error and an ``UpdateRejected`` event, and the layer
+keeps working once the fault is gone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import pytest_asyncio
+
+from noetic_scratchpad import (
+    EventBus,
+    ExecutionContext,
+    ScopedStorage,
+    ScratchpadHandle,
+    ScratchpadLayer,
+    StorageError,
+    UpdateApplied,
+    UpdateRejected,
+    open_storage,
+    scratchpad,
+)
+from noetic_scratchpad.items import FunctionCall
+from noetic_scratchpad.storage import MemoryStorage, StorageBackend
+from noetic_scratchpad.testing import FaultyStorage, InjectedFault, capture_events
+from tests.conftest import backend_url
+
+STATE_KEY = "layers/scratchpad/t1/state"
+PRIOR = {"goal": "ship the release", "steps": ["write tests"], "notes": {"owner": "ana"}}
+
+
+async def bind(
+    layer: ScratchpadLayer, backend: StorageBackend, *, bus: EventBus | None = None
+) -> tuple[ExecutionContext, ScratchpadHandle]:
+    """Run the layer's init for thread ``t1`` on ``backend`` and return the bound handle."""
+    ctx = ExecutionContext(thread_id="t1", events=bus or EventBus())
+    scoped = ScopedStorage(backend, layer.id, ctx.scope_key(layer.scope))
+    await layer.hooks.init(storage=scoped, scope_key=scoped.scope_key, ctx=ctx)
+    handle = ctx.context[layer.id]
+    assert isinstance(handle, ScratchpadHandle)
+    return ctx, handle
+
+
+@pytest_asyncio.fixture
+async def faulty(backend_kind: str, tmp_path: Path) -> AsyncIterator[FaultyStorage]:
+    """Every backend behind a fault injector that is healthy until a test arms it."""
+    backend = await open_storage(backend_url(backend_kind, tmp_path))
+    try:
+        yield FaultyStorage(backend)
+    finally:
+        drop = getattr(backend, "drop_table", None)
+        if drop is not None:
+            await drop()
+        await backend.aclose()
+
+
+# -- a backend that raises in the middle of a write ------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_update_failing_mid_write_keeps_prior_state(faulty: FaultyStorage) -> None:
+    """A write whose transaction breaks after the new state was computed raises
+    ``StorageError`` (caused by the backend's error), emits one ``UpdateRejected`` with reason
+    ``storage``, and leaves both the stored state and the handle's state exactly as they were.
+    Once the backend is healthy again the next write lands on the intact prior state."""
+    _, handle = await bind(scratchpad(), faulty)
+    await handle.update(PRIOR)
+    faulty.fail_on = {"update"}
+
+    with capture_events(handle.ctx.events) as events, pytest.raises(StorageError) as info:
+        await handle.update({"goal": "abandon", "notes": {"owner": "bob"}})
+
+    assert info.value.__cause__ is faulty.error
+    assert isinstance(faulty.error, InjectedFault)
+    assert faulty.injected == 1
+    assert events.of(UpdateApplied) == []
+    [rejected] = events.of(UpdateRejected)
+    assert (rejected.hook, rejected.reason, rejected.scope_key) == ("api", "storage", "t1")
+    assert "injected I/O error" in rejected.message
+    assert await faulty.inner.get(STATE_KEY) == PRIOR
+    assert handle.snapshot == PRIOR
+
+    faulty.heal()
+    assert await handle.update({"steps": ["write tests", "fix bugs"]}) == {
+        **PRIOR,
+        "steps": ["write tests", "fix bugs"],
+    }
+    assert await faulty.inner.get(STATE_KEY) == {**PRIOR, "steps": ["write tests", "fix bugs"]}
+
+
+@pytest.mark.asyncio
+async def test_tool_call_failing_mid_write_reports_the_call(faulty: FaultyStorage) -> None:
+    """On the tool path a broken write raises ``StorageError`` and its ``UpdateRejected``
+    carries ``hook="tool"`` and the call id, so the runtime can answer that call with an
+    error output; the stored state is untouched."""
+    ctx, handle = await bind(scratchpad(), faulty)
+    await handle.update(PRIOR)
+    faulty.fail_on = {"update"}
+
+    with capture_events(ctx.events) as events, pytest.raises(StorageError):
+        await handle.call("update", '{"goal": "other"}', call_id="call-1")
+
+    [rejected] = events.of(UpdateRejected)
+    assert (rejected.hook, rejected.reason, rejected.call_id) == ("tool", "storage", "call-1")
+    assert await faulty.inner.get(STATE_KEY) == PRIOR
+
+
+@pytest.mark.asyncio
+async def test_store_hook_survives_a_broken_write(faulty: FaultyStorage) -> None:
+    """The store hook never raises for a storage failure: the call whose write broke is
+    reported (reason ``storage``, hook ``store``) and skipped, and the next call in the same
+    response is still applied on top of the intact prior state."""
+    layer = scratchpad()
+    ctx, handle = await bind(layer, faulty)
+    await handle.update(PRIOR)
+    faulty.fail_on = {"update"}
+    faulty.faults_left = 1
+    calls = [
+        FunctionCall(call_id="c1", name="scratchpad/update", arguments='{"goal": "lost"}'),
+        FunctionCall(call_id="c2", name="scratchpad/update", arguments='{"steps": ["ok"]}'),
+    ]
+
+    with capture_events(ctx.events) as events:
+        result = await layer.hooks.store(new_items=calls, state=handle.state, ctx=ctx)
+
+    assert result is not None
+    assert result.state == {**PRIOR, "steps": ["ok"]}
+    assert await faulty.inner.get(STATE_KEY) == {**PRIOR, "steps": ["ok"]}
+    [rejected] = events.of(UpdateRejected)
+    assert (rejected.hook, rejected.reason, rejected.call_id) == ("store", "storage", "c1")
+    assert [(e.source, e.call_id) for e in events.of(UpdateApplied)] == [("store", "c2")]
+
+
+@pytest.mark.asyncio
+async def test_store_hook_with_storage_down_changes_nothing(faulty: FaultyStorage) -> None:
+    """With every write failing, the store hook returns ``None``, reports each call once and
+    the stored state stays byte-for-byte what it was."""
+    layer = scratchpad()
+    ctx, handle = await bind(layer, faulty)
+    await handle.update(PRIOR)
+    before = await faulty.inner.describe("layers/")
+    faulty.fail_on = {"update"}
+    calls = [
+        FunctionCall(call_id=f"c{i}", name="scratchpad/update", arguments=f'{{"n": {i}}}')
+        for i in range(3)
+    ]
+
+    with capture_events(ctx.events) as events:
+        result = await layer.hooks.store(new_items=calls, state=handle.state, ctx=ctx)
+
+    assert result is None
+    assert [(e.reason, e.call_id) for e in events.of(UpdateRejected)] == [
+        ("storage", "c0"),
+        ("storage", "c1"),
+        ("storage", "c2"),
+    ]
+    assert await faulty.inner.get(STATE_KEY) == PRIOR
+    assert [(i.key, i.size) for i in await faulty.inner.describe("layers/")] == [
+        (i.key, i.size) for i in before
+    ]
+
+
+@pytest.mark.asyncio
+async def test_concurrent_writers_with_some_writes_failing(faulty: FaultyStorage) -> None:
+    """Forty writers race on one scope while the first twelve writes break mid-transaction.
+    Exactly the writers that got no error are in the stored state, each failed writer got a
+    ``StorageError`` and an event, and no failure takes a neighbour's write down with it (a
+    backend that commits writes in groups must abort only the failed one)."""
+    layer = scratchpad()
+    _, seed = await bind(layer, faulty)
+    await seed.update({"seed": True})
+    faulty.fail_on = {"update"}
+    faulty.faults_left = 12
+    bus = EventBus()
+    outcomes: dict[str, bool] = {}
+
+    async def writer(index: int) -> None:
+        _, handle = await bind(layer, faulty, bus=bus)
+        try:
+            await handle.update({"by": {f"w{index}": index}})
+        except StorageError:
+            outcomes[f"w{index}"] = False
+        else:
+            outcomes[f"w{index}"] = True
+
+    with capture_events(bus) as events:
+        async with anyio.create_task_group() as tg:
+            for index in range(40):
+                tg.start_soon(writer, index)
+
+    succeeded = {name for name, ok in outcomes.items() if ok}
+    assert len(outcomes) == 40
+    assert len(succeeded) == 28
+    stored = await faulty.inner.get(STATE_KEY)
+    assert stored == {"seed": True, "by": {name: int(name[1:]) for name in succeeded}}
+    assert len(events.of(UpdateRejected)) == 12
+    assert len(events.of(UpdateApplied)) == 28
+
+
+# -- a backend that stalls ---------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_stalled_write_is_bounded_by_write_timeout() -> None:
+    """A backend that hangs before writing is cut off after ``write_timeout``: the caller
+    gets a ``StorageError`` saying the scratchpad did not answer in time and what to do, an
+    ``UpdateRejected`` with reason ``timeout`` is emitted, and the stored state is intact,
+    also after the stalled call is released (the abandoned write never lands late)."""
+    faulty = FaultyStorage(MemoryStorage())
+    _, handle = await bind(scratchpad(write_timeout=0.2), faulty)
+    await handle.update(PRIOR)
+    faulty.stall_on = {"update"}
+
+    started = time.perf_counter()
+    with capture_events(handle.ctx.events) as events, pytest.raises(StorageError) as info:
+        await handle.update({"goal": "late"})
+    elapsed = time.perf_counter() - started
+
+    assert 0.2 <= elapsed < 2.0
+    assert "did not answer within 0.2 s" in str(info.value)
+    assert "repeat" in str(info.value)
+    [rejected] = events.of(UpdateRejected)
+    assert (rejected.hook, rejected.reason) == ("api", "timeout")
+    assert rejected.message == str(info.value)
+    faulty.release()
+    await anyio.sleep(0.01)
+    assert await faulty.inner.get(STATE_KEY) == PRIOR
+    assert await handle.update({"goal": "on time"}) == {**PRIOR, "goal": "on time"}
+
+
+@pytest.mark.asyncio
+async def test_write_acknowledged_late_is_not_reported_as_lost() -> None:
+    """When the backend stores the write but its answer comes after ``write_timeout``, the
+    caller gets a timeout error whose message does not claim the update was lost (it may
+    have been saved), and repeating the same update is harmless: merging is idempotent."""
+    faulty = FaultyStorage(MemoryStorage(), stall_at="after")
+    _, handle = await bind(scratchpad(write_timeout=0.1), faulty)
+    await handle.update(PRIOR)
+    faulty.stall_on = {"update"}
+
+    with pytest.raises(StorageError) as info:
+        await handle.update({"notes": {"reviewer": "eve"}})
+
+    assert "may have been saved" in str(info.value)
+    written = {**PRIOR, "notes": {"owner": "ana", "reviewer": "eve"}}
+    assert await faulty.inner.get(STATE_KEY) == written
+    faulty.release()
+    assert await handle.update({"notes": {"reviewer": "eve"}}) == written
+
+
+@pytest.mark.asyncio
+async def test_stalled_store_hook_returns_within_the_timeout() -> None:
+    """A store hook whose backend hangs returns (it never raises) once ``write_timeout`` has
+    passed for each call, reports each call with reason ``timeout``, and changes nothing."""
+    faulty = FaultyStorage(MemoryStorage())
+    layer = scratchpad(write_timeout=0.1)
+    ctx, handle = await bind(layer, faulty)
+    await handle.update(PRIOR)
+    faulty.stall_on = {"update"}
+    calls = [FunctionCall(call_id="c1", name="scratchpad/update", arguments='{"a": 1}')]
+
+    with capture_events(ctx.events) as events, anyio.fail_after(2):
+        result = await layer.hooks.store(new_items=calls, state=handle.state, ctx=ctx)
+
+    assert result is None
+    assert [(e.hook, e.reason) for e in events.of(UpdateRejected)] == [("store", "timeout")]
+    faulty.release()
+    assert await faulty.inner.get(STATE_KEY) == PRIOR
+
+
+@pytest.mark.anyio
+async def test_faults_are_contained_under_trio(anyio_backend: str) -> None:
+    """On trio too, a write that breaks mid-transaction and a write that stalls past the
+    timeout each raise ``StorageError`` with an event, and the prior state survives both."""
+    faulty = FaultyStorage(MemoryStorage())
+    _, handle = await bind(scratchpad(write_timeout=0.1), faulty)
+    await handle.update(PRIOR)
+
+    with capture_events(handle.ctx.events) as events:
+        faulty.fail_on = {"update"}
+        with pytest.raises(StorageError):
+            await handle.update({"goal": "broken"})
+        faulty.heal()
+        faulty.stall_on = {"update"}
+        with pytest.raises(StorageError):
+            await handle.update({"goal": "stalled"})
+        faulty.release()
+
+    assert [e.reason for e in events.of(UpdateRejected)] == ["storage", "timeout"]
+    assert await faulty.inner.get(STATE_KEY) == PRIOR
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "trio"
+
+
+# -- subscribers that raise or hang -------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_failing_and_hanging_subscribers_never_stop_writes() -> None:
+    """Subscribers that raise (sync and async) or hang (async, past the bus's handler
+    timeout) do not fail, delay or drop a write: every update lands, a well-behaved
+    subscriber still sees every event in order, and the hung handler is abandoned after
+    ``handler_timeout``."""
+    bus = EventBus(handler_timeout=0.2)
+    hung = anyio.Event()
+    seen: list[tuple[str, ...]] = []
+
+    def raising_sync(event: Any) -> None:
+        raise RuntimeError("sync subscriber broke")
+
+    async def raising_async(event: Any) -> None:
+        raise RuntimeError("async subscriber broke")
+
+    async def hanging_async(event: Any) -> None:
+        hung.set()
+        await anyio.sleep_forever()
+
+    def good(event: Any) -> None:
+        if isinstance(event, UpdateApplied):
+            seen.append(event.keys)
+
+    for handler in (raising_sync, raising_async, hanging_async, good):
+        bus.subscribe(handler)
+    backend = MemoryStorage()
+    _, handle = await bind(scratchpad(), backend, bus=bus)
+
+    started = time.perf_counter()
+    for index in range(20):
+        await handle.update({f"k{index}": index})
+    writing = time.perf_counter() - started
+
+    assert writing < 0.2  # no write waited for a hung handler
+    assert seen == [(f"k{index}",) for index in range(20)]
+    assert await backend.get(STATE_KEY) == {f"k{index}": index for index in range(20)}
+    with anyio.fail_after(2):
+        await bus.drain()  # the hung handlers were cut off by handler_timeout
+    assert hung.is_set()
+
+
+@pytest.mark.asyncio
+async def test_slow_sync_subscriber_delays_but_never_loses_writes() -> None:
+    """A sync subscriber runs inline, so a slow one slows writes down by its own time, but
+    every update still lands and the handle's state matches storage."""
+    bus = EventBus()
+
+    def slow(event: Any) -> None:
+        time.sleep(0.01)
+
+    bus.subscribe(slow)
+    backend = MemoryStorage()
+    _, handle = await bind(scratchpad(), backend, bus=bus)
+    for index in range(5):
+        await handle.update({"n": index, f"k{index}": True})
+
+    expected = {"n": 4, **{f"k{index}": True for index in range(5)}}
+    assert await backend.get(STATE_KEY) == expected
+    assert handle.snapshot == expected
+
+
+@pytest.mark.asyncio
+async def test_stream_consumer_that_never_reads_does_not_block_writes() -> None:
+    """An event stream whose consumer never reads fills its buffer and then drops events;
+    writes never wait for it, and the buffered events are the first ones, in order."""
+    bus = EventBus()
+    backend = MemoryStorage()
+    _, handle = await bind(scratchpad(), backend, bus=bus)
+
+    async with bus.stream(max_buffer=3) as stream:
+        with anyio.fail_after(2):
+            for index in range(10):
+                await handle.update({f"k{index}": index})
+        received = [stream.receive_nowait() for _ in range(3)]
+        with pytest.raises(anyio.WouldBlock):
+            stream.receive_nowait()
+
+    assert [e.keys for e in received if isinstance(e, UpdateApplied)] == [
+        ("k0",),
+        ("k1",),
+        ("k2",),
+    ]
+    assert await backend.get(STATE_KEY) == {f"k{index}": index for index in range(10)}
