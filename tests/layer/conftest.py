@@ -1,0 +1,69 @@
+"""Fixtures for the layer tests: a layer bound to one scope of a memory backend.
+
+The fixtures are plain (sync) functions returning coroutines, so the same tests run on
+asyncio and under trio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from noetic_scratchpad import ExecutionContext, ScratchpadHandle, ScratchpadLayer, _json
+from noetic_scratchpad.storage import MemoryStorage, ScopedStorage
+
+
+@dataclass
+class BoundScope:
+    """A layer after ``init`` on one scope: its backend, context, handle and init state."""
+
+    layer: ScratchpadLayer
+    backend: MemoryStorage
+    storage: ScopedStorage
+    ctx: ExecutionContext
+    handle: ScratchpadHandle
+    initial: Any
+
+    @property
+    def key(self) -> str:
+        return self.storage.full_key("state")
+
+    async def stored(self) -> Any:
+        """The stored state (``None`` when nothing was written)."""
+        return await self.backend.get(self.key)
+
+    async def stored_bytes(self) -> bytes:
+        """The stored state as JSON text: compare before and after, byte for byte."""
+        return _json.dumps(await self.stored())
+
+
+Bind = Callable[..., Awaitable[BoundScope]]
+
+
+@pytest.fixture
+def bind() -> Bind:
+    """``await bind(layer, thread_id="t1", resource_id=None, stored=..., backend=None)``."""
+
+    async def bind_scope(
+        layer: ScratchpadLayer,
+        *,
+        thread_id: str = "t1",
+        resource_id: str | None = None,
+        stored: Any = None,
+        backend: MemoryStorage | None = None,
+    ) -> BoundScope:
+        backend = backend or MemoryStorage()
+        ctx = ExecutionContext(thread_id=thread_id, resource_id=resource_id)
+        scope_key = ctx.scope_key(layer.scope)
+        storage = ScopedStorage(backend, layer.id, scope_key)
+        if stored is not None:
+            await storage.set("state", stored)
+        result = await layer.hooks.init(storage=storage, scope_key=scope_key, ctx=ctx)
+        handle = ctx.context[layer.id]
+        assert isinstance(handle, ScratchpadHandle)
+        return BoundScope(layer, backend, storage, ctx, handle, result.state)
+
+    return bind_scope
