@@ -1,0 +1,523 @@
+"""``postgresql://`` and ``postgres://``: one table shared by every app server.
+
+Each key is a row ``(key text primary key, value jsonb, updated_at timestamptz)``. The
+atomic read-modify-write of a key runs in one transaction that holds the row's lock
+(``SELECT ... FOR UPDATE``) from its read to its commit, so writers on any number of
+servers serialize per key and never lose each other's updates, while different keys never
+wait for each other.
+
+Inside one process the writes of a key also go through a :class:`~noetic_scratchpad.locks.
+KeyedBatcher`: the writers queued behind a running transaction are combined into the next
+one. A hundred tasks writing one scope therefore hold one pool connection and commit a few
+times, instead of taking every connection of the pool and queueing on the row lock.
+
+URL options (also keyword arguments of :meth:`PostgresStorage.open`, which win)::
+
+    postgresql://user:secret@db.internal:5432/app?table=scratchpad_kv&pool_size=10
+
+``table`` (``[schema.]name``, default ``scratchpad_kv``), ``pool_size`` (an alias of
+``max_size``), ``min_size`` and ``max_size``. They are removed before the URL goes to
+asyncpg; every other parameter (``sslmode``, ``application_name``, a server setting such
+as ``lock_timeout``) passes through.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, NoReturn
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import anyio
+import asyncpg  # type: ignore[import-untyped, unused-ignore]
+
+from .. import _json
+from ..errors import StorageBusyError, StorageConfigError, StorageError
+from ..locks import KeyedBatcher
+from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
+
+__all__ = ("DEFAULT_TABLE", "PostgresSettings", "PostgresStorage", "parse_postgres_url")
+
+DEFAULT_TABLE = "scratchpad_kv"
+DEFAULT_MIN_SIZE = 1
+DEFAULT_MAX_SIZE = 10
+
+_SCHEMES = ("postgresql", "postgres")
+_OUR_PARAMS = ("table", "pool_size", "min_size", "max_size")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1; longer names are silently cut
+# A JSON string escape of U+0000 (preceded by an even number of backslashes): jsonb refuses it.
+_NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+# First key of the advisory lock that serializes CREATE TABLE across servers (arbitrary).
+_DDL_LOCK_CLASS = 0x5C7A
+# A row deleted between the insert-if-absent and the lock makes the lock statement retry.
+_LOCK_ATTEMPTS = 8
+_CLOSE_TIMEOUT = 10.0
+_JSONB_VERSION = b"\x01"  # jsonb's binary wire format is this byte, then the JSON text
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresSettings:
+    """What :func:`parse_postgres_url` makes of a URL and the keyword options."""
+
+    dsn: str
+    """The URL for asyncpg, without this backend's own query parameters."""
+    table: str
+    """The table name as given (``name`` or ``schema.name``), validated."""
+    min_size: int
+    max_size: int
+    display: str
+    """The URL without its password, for messages and logs."""
+
+    @property
+    def quoted_table(self) -> str:
+        return ".".join(f'"{part}"' for part in self.table.split("."))
+
+
+def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
+    """Split ``url`` into asyncpg's DSN and this backend's settings.
+
+    Keyword ``options`` (``table``, ``pool_size``, ``min_size``, ``max_size``) win over
+    the same parameters in the URL's query string. Raises :class:`StorageConfigError` for
+    an unknown scheme, a repeated or malformed parameter or a table name that is not an
+    identifier.
+    """
+    parts = urlsplit(url)
+    display = _redact(url)
+    if parts.scheme.lower() not in _SCHEMES:
+        raise StorageConfigError(
+            f"{display!r} is not a PostgreSQL URL; use postgresql://user@host:5432/dbname"
+        )
+    ours: dict[str, str] = {}
+    passed: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name not in _OUR_PARAMS:
+            passed.append((name, value))
+        elif name in ours:
+            raise StorageConfigError(f"the storage URL {display!r} gives {name!r} twice")
+        else:
+            ours[name] = value
+    unknown = sorted(set(options) - set(_OUR_PARAMS))
+    if unknown:
+        raise StorageConfigError(f"unknown PostgreSQL storage option(s): {', '.join(unknown)}")
+    merged: dict[str, Any] = {**ours, **{k: v for k, v in options.items() if v is not None}}
+
+    table = str(merged.get("table", DEFAULT_TABLE))
+    _check_table_name(table)
+    pool_size = _size(merged, "pool_size", minimum=1)
+    max_size = _size(merged, "max_size", minimum=1)
+    min_size = _size(merged, "min_size", minimum=0)
+    if pool_size is not None and max_size is not None and pool_size != max_size:
+        raise StorageConfigError(
+            f"pool_size={pool_size} and max_size={max_size} disagree; give one of them "
+            "(pool_size is the most connections the pool opens, the same as max_size)"
+        )
+    max_size = max_size or pool_size or DEFAULT_MAX_SIZE
+    if min_size is None:
+        min_size = min(DEFAULT_MIN_SIZE, max_size)
+    if min_size > max_size:
+        raise StorageConfigError(
+            f"min_size={min_size} is larger than the pool's maximum ({max_size}); "
+            "lower min_size or raise pool_size"
+        )
+    dsn = urlunsplit(parts._replace(query=urlencode(passed)))
+    return PostgresSettings(dsn, table, min_size, max_size, _redact(dsn))
+
+
+class _Abandon(Exception):
+    """Every update of a batch failed: roll back, dropping a row the batch inserted."""
+
+
+class PostgresStorage(StorageBackend):
+    """A table of JSONB values in PostgreSQL, shared safely by many processes.
+
+    Open it with ``await open_storage("postgresql://...")`` or :meth:`open`; close it with
+    :meth:`aclose` (or ``async with``). asyncio only: asyncpg does not run under trio.
+    """
+
+    url = "postgresql://"
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: PostgresSettings,
+        *,
+        max_batch: int = 256,
+    ) -> None:
+        self._pool = pool
+        self.settings = settings
+        self._closed = False
+        self._batcher: KeyedBatcher[str, UpdateFn, JsonValue] = KeyedBatcher(
+            self._run_batch, max_batch=max_batch
+        )
+        t = settings.quoted_table
+        self._sql_create = (
+            f'CREATE TABLE IF NOT EXISTS {t} (key text COLLATE "C" PRIMARY KEY, '
+            "value jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())"
+        )
+        # One round trip: insert the row if absent (without racing other inserters), then
+        # lock it. A row this statement inserted is invisible to its own SELECT, hence
+        # `created`; neither flag set means a concurrent delete won, and we try again.
+        self._sql_lock = (
+            f"WITH created AS (INSERT INTO {t} (key, value) VALUES ($1, 'null'::jsonb) "
+            "ON CONFLICT (key) DO NOTHING RETURNING true) "
+            "SELECT EXISTS (SELECT 1 FROM created) AS created, "
+            "locked.key IS NOT NULL AS found, locked.value "
+            f"FROM (SELECT 1) AS one LEFT JOIN (SELECT key, value FROM {t} "
+            "WHERE key = $1 FOR UPDATE) AS locked ON true"
+        )
+        self._sql_write = f"UPDATE {t} SET value = $2, updated_at = now() WHERE key = $1"
+        self._sql_set = (
+            f"INSERT INTO {t} (key, value) VALUES ($1, $2) ON CONFLICT (key) "
+            "DO UPDATE SET value = EXCLUDED.value, updated_at = now()"
+        )
+        self._sql_get = f"SELECT value FROM {t} WHERE key = $1"
+        self._sql_get_many = f"SELECT key, value FROM {t} WHERE key = ANY($1::text[])"
+        self._sql_delete = f"DELETE FROM {t} WHERE key = $1"
+        # Range scans on the "C"-collated primary key: code point order, as Python sorts.
+        columns = "key, value, extract(epoch FROM updated_at)::float8 AS updated_at"
+        self._sql_list_all = f"SELECT key FROM {t} ORDER BY key"
+        self._sql_list_from = f'SELECT key FROM {t} WHERE key >= $1 COLLATE "C" ORDER BY key'
+        self._sql_list_range = (
+            f'SELECT key FROM {t} WHERE key >= $1 COLLATE "C" AND key < $2 COLLATE "C" ORDER BY key'
+        )
+        self._sql_describe_all = f"SELECT {columns} FROM {t} ORDER BY key"
+        self._sql_describe_from = (
+            f'SELECT {columns} FROM {t} WHERE key >= $1 COLLATE "C" ORDER BY key'
+        )
+        self._sql_describe_range = (
+            f'SELECT {columns} FROM {t} WHERE key >= $1 COLLATE "C" AND key < $2 COLLATE "C" '
+            "ORDER BY key"
+        )
+        self._sql_drop = f"DROP TABLE IF EXISTS {t}"
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        table: str | None = None,
+        pool_size: int | None = None,
+        min_size: int | None = None,
+        max_size: int | None = None,
+        max_batch: int = 256,
+        **connect_options: Any,
+    ) -> PostgresStorage:
+        """Connect a pool to ``url`` and create the table if it is missing.
+
+        ``connect_options`` go to :func:`asyncpg.create_pool` (for example ``ssl``,
+        ``command_timeout`` or ``server_settings``). ``max_batch`` caps how many queued
+        updates of one key share a transaction. Raises :class:`StorageConfigError` for a
+        bad URL or option, an unknown database or refused credentials, and
+        :class:`StorageError` when the server cannot be reached.
+        """
+        settings = parse_postgres_url(
+            url, table=table, pool_size=pool_size, min_size=min_size, max_size=max_size
+        )
+        if max_batch < 1:
+            raise StorageConfigError(f"max_batch must be at least 1, not {max_batch}")
+        try:
+            pool = await asyncpg.create_pool(
+                settings.dsn,
+                min_size=settings.min_size,
+                max_size=settings.max_size,
+                init=_init_connection,
+                reset=_keep_session,
+                **connect_options,
+            )
+        except TypeError as exc:
+            raise StorageConfigError(
+                f"bad connection option for {settings.display!r}: {exc}"
+            ) from exc
+        except (
+            asyncpg.InvalidCatalogNameError,
+            asyncpg.InvalidAuthorizationSpecificationError,
+            asyncpg.InvalidPasswordError,
+        ) as exc:
+            raise StorageConfigError(
+                f"PostgreSQL at {settings.display!r} refused the connection: {exc}; "
+                "check the database name, user and password in the URL"
+            ) from exc
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise StorageError(
+                f"cannot connect to PostgreSQL at {settings.display!r} "
+                f"({type(exc).__name__}: {exc}); check that the server is running and "
+                "that the URL's host and port are right"
+            ) from exc
+        storage = cls(pool, settings, max_batch=max_batch)
+        try:
+            await storage._create_table()
+        except BaseException:
+            pool.terminate()
+            raise
+        return storage
+
+    async def _create_table(self) -> None:
+        async with self._connection("create the table") as conn:
+            if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", self._table_ref):
+                return  # exists: needs no CREATE privilege, takes no lock
+            async with conn.transaction():
+                # Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog;
+                # servers starting together take turns instead.
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+                    _DDL_LOCK_CLASS,
+                    self._table_ref,
+                )
+                await conn.execute(self._sql_create)
+
+    @property
+    def _table_ref(self) -> str:
+        return self.settings.quoted_table
+
+    # -- the contract ---------------------------------------------------------------
+
+    async def get(self, key: str) -> JsonValue | None:
+        async with self._connection("read", key) as conn:
+            return await conn.fetchval(self._sql_get, key)
+
+    async def set(self, key: str, value: JsonValue) -> None:
+        data = _encode(value)
+        async with self._connection("write", key) as conn:
+            await conn.execute(self._sql_set, key, data)
+
+    async def delete(self, key: str) -> None:
+        async with self._connection("delete", key) as conn:
+            await conn.execute(self._sql_delete, key)
+
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        async with self._connection("list keys") as conn:
+            rows = await self._fetch_prefix(
+                conn, prefix, self._sql_list_all, self._sql_list_from, self._sql_list_range
+            )
+        return [row["key"] for row in rows]
+
+    async def get_many(self, keys: Iterable[str]) -> dict[str, JsonValue]:
+        wanted = builtins.list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        async with self._connection("read") as conn:
+            rows = await conn.fetch(self._sql_get_many, wanted)
+        return {row["key"]: row["value"] for row in rows}
+
+    async def update(self, key: str, fn: UpdateFn) -> JsonValue:
+        """Apply ``fn`` under the row lock of ``key``; see :meth:`StorageBackend.update`.
+
+        Updates of ``key`` queued in this process while a transaction runs share the next
+        transaction: each ``fn`` sees the result of the one before it, one that raises
+        fails alone, and every caller gets its own result after the commit.
+        """
+        self._check_open()
+        result: JsonValue = await self._batcher.submit(key, fn)
+        return result
+
+    async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
+        async with self._connection("describe keys") as conn:
+            rows = await self._fetch_prefix(
+                conn,
+                prefix,
+                self._sql_describe_all,
+                self._sql_describe_from,
+                self._sql_describe_range,
+            )
+        # The size of the compact JSON text, as the other backends report it.
+        return [
+            KeyInfo(row["key"], len(_json.dumps(row["value"])), row["updated_at"]) for row in rows
+        ]
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.move_on_after(_CLOSE_TIMEOUT) as scope:
+            await self._pool.close()
+        if scope.cancelled_caught:
+            self._pool.terminate()
+
+    async def drop_table(self) -> None:
+        """Drop this backend's table and everything in it (tests and tear-downs)."""
+        async with self._connection("drop the table") as conn:
+            await conn.execute(self._sql_drop)
+
+    def __repr__(self) -> str:
+        return f"PostgresStorage({self.settings.display!r}, table={self.settings.table!r})"
+
+    # -- the read-modify-write ------------------------------------------------------
+
+    async def _run_batch(self, key: str, fns: builtins.list[UpdateFn]) -> builtins.list[Any]:
+        outcomes: builtins.list[Any] = []
+        async with self._connection("update", key) as conn:
+            try:
+                async with conn.transaction(isolation="read_committed"):
+                    # The row lock is held from here to the commit.
+                    current = await self._lock_row(conn, key)
+                    data: bytes | None = None
+                    for fn in fns:
+                        try:
+                            new = fn(current)
+                            encoded = _encode(new)
+                        except Exception as exc:  # fails this update only
+                            outcomes.append(exc)
+                            continue
+                        current, data = new, encoded
+                        outcomes.append(new)
+                    if data is None:
+                        raise _Abandon
+                    await conn.execute(self._sql_write, key, data)
+            except _Abandon:
+                pass
+        return outcomes
+
+    async def _lock_row(self, conn: asyncpg.Connection, key: str) -> JsonValue | None:
+        for _ in range(_LOCK_ATTEMPTS):
+            row = await conn.fetchrow(self._sql_lock, key)
+            if row is None:  # the statement always yields one row
+                raise StorageError(f"locking the row of {key!r} returned nothing; retry")
+            if row["created"]:
+                return None
+            if row["found"]:
+                return row["value"]
+        raise StorageError(
+            f"could not lock the row of {key!r} in {self.settings.table!r}: it was deleted "
+            f"by another writer {_LOCK_ATTEMPTS} times in a row; nothing was written, retry"
+        )
+
+    # -- plumbing -------------------------------------------------------------------
+
+    async def _fetch_prefix(
+        self, conn: asyncpg.Connection, prefix: str, every: str, start: str, between: str
+    ) -> builtins.list[asyncpg.Record]:
+        upper = _prefix_upper_bound(prefix)
+        rows: builtins.list[asyncpg.Record]
+        if not prefix:
+            rows = await conn.fetch(every)
+        elif upper is None:
+            rows = await conn.fetch(start, prefix)
+        else:
+            rows = await conn.fetch(between, prefix, upper)
+        return rows
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(
+                f"the PostgreSQL storage {self.settings.display!r} is closed; "
+                "open a new one with open_storage(url)"
+            )
+
+    @asynccontextmanager
+    async def _connection(self, action: str, key: str | None = None) -> AsyncIterator[Any]:
+        """A pool connection; driver and network failures become :class:`StorageError`."""
+        self._check_open()
+        try:
+            async with self._pool.acquire() as conn:
+                yield conn
+        except (asyncpg.LockNotAvailableError, asyncpg.QueryCanceledError) as exc:
+            what = f"{action} of {key!r}" if key is not None else action
+            raise StorageBusyError(
+                f"PostgreSQL {what} in {self.settings.table!r} timed out waiting "
+                f"({type(exc).__name__}: {exc}); nothing was written. Another writer held "
+                "the row lock past lock_timeout/statement_timeout: retry, or raise them"
+            ) from exc
+        except asyncpg.DataError as exc:
+            raise ValueError(f"PostgreSQL refused the value: {exc}") from exc
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            self._fail(action, key, exc)
+
+    def _fail(self, action: str, key: str | None, exc: BaseException) -> NoReturn:
+        what = f"{action} of {key!r}" if key is not None else action
+        raise StorageError(
+            f"PostgreSQL {what} in {self.settings.table!r} at {self.settings.display!r} "
+            f"failed ({type(exc).__name__}: {exc}); the transaction was rolled back, so "
+            "nothing was written and the stored value is unchanged. Check that the server "
+            "is reachable; the pool reconnects on the next call"
+        ) from exc
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec(
+        "jsonb",
+        schema="pg_catalog",
+        encoder=_encode_jsonb,
+        decoder=_decode_jsonb,
+        format="binary",
+    )
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Release without asyncpg's reset query: this backend never changes session state,
+    and an extra round trip per write is its largest fixed cost. (asyncpg still rolls
+    back an open transaction before calling this.)"""
+
+
+def _encode_jsonb(value: Any) -> bytes:
+    # Values already encoded by _encode arrive as bytes; JSON itself never holds bytes.
+    data = value if isinstance(value, bytes) else _encode(value)
+    return _JSONB_VERSION + data
+
+
+def _decode_jsonb(data: bytes) -> Any:
+    return _json.loads(data[1:])
+
+
+def _encode(value: Any) -> bytes:
+    """JSON text of ``value`` for a jsonb column; ``ValueError`` when it cannot go there."""
+    data = _json.dumps(value)
+    if b"\\u0000" in data and _NUL_ESCAPE.search(data):
+        raise ValueError(
+            "the value cannot be stored in PostgreSQL: jsonb cannot hold the character "
+            "U+0000 in a string; remove or replace it"
+        )
+    return data
+
+
+def _prefix_upper_bound(prefix: str) -> str | None:
+    """The least string above every string that starts with ``prefix`` (code point order),
+    or ``None`` when there is none."""
+    chars = builtins.list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if code <= 0x10FFFF:
+            if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be sent as UTF-8
+                code = 0xE000
+            return "".join(chars) + chr(code)
+    return None
+
+
+def _check_table_name(table: str) -> None:
+    parts = table.split(".")
+    ok = 1 <= len(parts) <= 2 and all(
+        _IDENTIFIER.match(part) and len(part.encode()) <= _MAX_IDENTIFIER_BYTES for part in parts
+    )
+    if not ok:
+        raise StorageConfigError(
+            f"table name {table!r} is not a PostgreSQL identifier; use letters, digits and "
+            f"underscores, not starting with a digit, at most {_MAX_IDENTIFIER_BYTES} "
+            "characters, optionally schema-qualified (myschema.scratchpad_kv)"
+        )
+
+
+def _size(options: Mapping[str, Any], name: str, *, minimum: int) -> int | None:
+    raw = options.get(name)
+    if raw is None:
+        return None
+    if isinstance(raw, bool):
+        raise StorageConfigError(f"{name} must be an integer, not {raw!r}")
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise StorageConfigError(f"{name} must be an integer, not {raw!r}") from None
+    if value < minimum or (isinstance(raw, str) and str(value) != raw.strip()):
+        raise StorageConfigError(f"{name} must be an integer of at least {minimum}, not {raw!r}")
+    return value
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    userinfo, at, hostinfo = parts.netloc.rpartition("@")
+    if at and ":" in userinfo:
+        user = userinfo.split(":", 1)[0]
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
+    return url
