@@ -297,7 +297,7 @@ class AgentHarness:
             for call in calls:
                 output = await self._call_tool(call, ctx, specs, tools, executed)
                 conversation.append(output)
-            self._refresh(ctx, states)
+            await self._refresh(ctx, states)
         last_calls = sorted({call.name for call in calls})
         raise MaxStepsExceededError(
             f"run {ctx.execution_id} of {self.name!r} on thread {ctx.thread_id!r} reached its "
@@ -337,8 +337,8 @@ class AgentHarness:
         self, parent: ExecutionContext, child: ExecutionContext, states: dict[str, Any]
     ) -> None:
         for layer in self.layers:
-            handle = parent.context.get(layer.id)
-            if handle is not None and hasattr(handle, "state"):
+            handle: Any = parent.context.get(layer.id)
+            if hasattr(handle, "state"):
                 parent_state = handle.state
             else:  # a parent that never ran this layer: its stored state
                 parent_state = await self._load(layer, parent)
@@ -369,12 +369,15 @@ class AgentHarness:
             if result is not None:
                 states[layer.id] = result.state
 
-    def _refresh(self, ctx: ExecutionContext, states: dict[str, Any]) -> None:
-        """Take each layer's latest state from its handle: tools may have written it."""
+    async def _refresh(self, ctx: ExecutionContext, states: dict[str, Any]) -> None:
+        """Re-read each layer's state after tool calls: tools, child executions and other
+        runs on the same scope may have written it, and the next request must show that."""
         for layer in self.layers:
             handle = ctx.context.get(layer.id)
-            if handle is not None and hasattr(handle, "state"):
-                states[layer.id] = handle.state
+            refresh = getattr(handle, "refresh", None)
+            if refresh is not None:
+                await refresh()
+            states[layer.id] = getattr(handle, "state", states[layer.id])
 
     # -- tools ---------------------------------------------------------------------------
 
