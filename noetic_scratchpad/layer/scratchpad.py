@@ -305,23 +305,22 @@ class ScratchpadLayer:
     def apply_update(self, state: Any, update: Mapping[str, Any]) -> dict[str, Any]:
         """Merge a cleaned update into ``state`` and check the result. Pure.
 
-        A state that no longer fits the schema (written before the schema changed) counts
-        as empty, as it does at init, so it cannot block every later update.
+        A state that no longer fits the schema (written before the schema changed) is
+        replaced by the initial state first, as at init, so it cannot block later updates.
         """
-        if not isinstance(state, dict) and (self._gate is not None or not isinstance(state, str)):
-            # A stored value of the wrong shape counts as nothing written, as it does at init.
+        if self._state_problem(state) is not None:
+            # Checked before merging: an update that happens to fix the bad field must not
+            # bring back the rest of a state that init reported as discarded.
             state = self.initial_state()
         merged = merge_state(state, update)
         if self._gate is not None:
             errors = self._gate.errors(merged)
             if errors:
-                if self._state_problem(state) is None:
-                    raise ScratchpadValidationError(
-                        "The update does not fit the scratchpad's schema: "
-                        f"{_describe_errors(errors)}. {_FIX_HINTS['schema']}",
-                        errors=errors,
-                    )
-                return self.apply_update(self.initial_state(), update)
+                raise ScratchpadValidationError(
+                    "The update does not fit the scratchpad's schema: "
+                    f"{_describe_errors(errors)}. {_FIX_HINTS['schema']}",
+                    errors=errors,
+                )
         size = len(_json.dumps(merged))
         if size > self.config.max_state_bytes:
             raise ScratchpadUpdateError(
