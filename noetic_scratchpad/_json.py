@@ -18,13 +18,20 @@ def dumps(value: Any) -> bytes:
         if "Integer exceeds 64-bit range" not in str(exc):
             raise ValueError(f"the value cannot be stored as JSON: {exc}") from None
     try:  # integers past 64 bits are JSON, just not orjson's
-        return json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+        text = json.dumps(
+            value, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        ).encode()
     except (TypeError, ValueError) as exc:
         raise ValueError(f"the value cannot be stored as JSON: {exc}") from None
+    # orjson would read those integers back as floats, silently: the leading space (still
+    # valid JSON, never produced by orjson) tells ``loads`` to use the standard library.
+    return b" " + text
 
 
 def loads(data: bytes | str) -> Any:
-    """Parse JSON text; integers past 64 bits included."""
+    """Parse JSON text; integers past 64 bits included when ``dumps`` wrote them."""
+    if data[:1] in (b" ", " "):
+        return json.loads(data)
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from noetic_scratchpad import open_storage
 from noetic_scratchpad.storage import StorageBackend
@@ -72,14 +73,16 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
     return kind
 
 
-@pytest.fixture
+@pytest_asyncio.fixture
 async def storage(backend_kind: str, tmp_path: Path) -> AsyncIterator[StorageBackend]:
     """Every backend in turn, opened by URL and closed afterwards (PostgreSQL: table dropped)."""
-    backend = await open_storage(backend_url(backend_kind, tmp_path))
+    url = backend_url(backend_kind, tmp_path)
+    backend = await open_storage(url)
     try:
         yield backend
     finally:
-        drop = getattr(backend, "drop_table", None)
-        if drop is not None:
-            await drop()
         await backend.aclose()
+        if hasattr(backend, "drop_table"):
+            # The test may have closed the backend itself: drop through a fresh one.
+            async with await open_storage(url) as cleanup:
+                await cleanup.drop_table()  # type: ignore[attr-defined]
