@@ -24,6 +24,7 @@ as ``lock_timeout``) passes through.
 from __future__ import annotations
 
 import builtins
+import json
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -49,8 +50,12 @@ _SCHEMES = ("postgresql", "postgres")
 _OUR_PARAMS = ("table", "pool_size", "min_size", "max_size")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1; longer names are silently cut
-# A JSON string escape of U+0000 (preceded by an even number of backslashes): jsonb refuses it.
-_NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+# A JSON string escape of U+0000 (after an even number of backslashes): jsonb refuses it.
+_NUL_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
+_SENTINEL = "\U0010ffff".encode()  # a noncharacter: never meant to appear in real text
+_SENTINEL_TOKEN = re.compile(re.escape(_SENTINEL) + b"(" + re.escape(_SENTINEL) + b"|0)")
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGITS = b"0" * 19  # an integer this long may not fit in 64 bits
 # First key of the advisory lock that serializes CREATE TABLE across servers (arbitrary).
 _DDL_LOCK_CLASS = 0x5C7A
 # A row deleted between the insert-if-absent and the lock makes the lock statement retry.
@@ -338,9 +343,22 @@ class PostgresStorage(StorageBackend):
             self._pool.terminate()
 
     async def drop_table(self) -> None:
-        """Drop this backend's table and everything in it (tests and tear-downs)."""
-        async with self._connection("drop the table") as conn:
-            await conn.execute(self._sql_drop)
+        """Drop this backend's table and everything in it (tests and tear-downs).
+
+        Works after :meth:`aclose` too, on a connection of its own.
+        """
+        if not self._closed:
+            async with self._connection("drop the table") as conn:
+                await conn.execute(self._sql_drop)
+            return
+        try:
+            conn = await asyncpg.connect(self.settings.dsn)
+            try:
+                await conn.execute(self._sql_drop)
+            finally:
+                await conn.close()
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            self._fail("drop the table", None, exc)
 
     def __repr__(self) -> str:
         return f"PostgresStorage({self.settings.display!r}, table={self.settings.table!r})"
@@ -459,18 +477,35 @@ def _encode_jsonb(value: Any) -> bytes:
 
 
 def _decode_jsonb(data: bytes) -> Any:
-    return _json.loads(data[1:])
+    text = data[1:]
+    if _SENTINEL in text:
+        text = _SENTINEL_TOKEN.sub(_unescape_token, text)
+    if _LONG_DIGITS in text.translate(_DIGITS_TO_ZERO):
+        # orjson reads integers past 64 bits as floats; the standard library keeps them.
+        return json.loads(text)
+    return _json.loads(text)
 
 
 def _encode(value: Any) -> bytes:
-    """JSON text of ``value`` for a jsonb column; ``ValueError`` when it cannot go there."""
+    """JSON text of ``value`` for a jsonb column; ``ValueError`` when it is not JSON.
+
+    jsonb refuses the character U+0000 in strings, so it is stored as the noncharacter
+    U+10FFFF followed by ``0``, and a U+10FFFF of the value is doubled; reads undo both.
+    """
     data = _json.dumps(value)
-    if b"\\u0000" in data and _NUL_ESCAPE.search(data):
-        raise ValueError(
-            "the value cannot be stored in PostgreSQL: jsonb cannot hold the character "
-            "U+0000 in a string; remove or replace it"
-        )
+    if _SENTINEL in data:
+        data = data.replace(_SENTINEL, _SENTINEL + _SENTINEL)
+    if b"\\u0000" in data:
+        data = _NUL_ESCAPE.sub(_escape_nul, data)
     return data
+
+
+def _escape_nul(match: re.Match[bytes]) -> bytes:
+    return match[1] + _SENTINEL + b"0"
+
+
+def _unescape_token(match: re.Match[bytes]) -> bytes:
+    return _SENTINEL if match[1] == _SENTINEL else b"\\u0000"
 
 
 def _prefix_upper_bound(prefix: str) -> str | None:
