@@ -1,0 +1,248 @@
+"""The bad-input matrix (issue 6) through the layer's write paths.
+
+Every bad update gets a clear error (``update`` from code, the tool path) or an
+``UpdateRejected`` event with a reason (every path; the store hook never raises), and the
+stored state stays byte-for-byte what it was.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import anyio
+import pytest
+
+from noetic_scratchpad import ScratchpadLayer, ScratchpadUpdateError, UpdateRejected, scratchpad
+from noetic_scratchpad.items import FunctionCall
+from noetic_scratchpad.merge import MAX_DEPTH
+from noetic_scratchpad.testing import capture_events
+
+from .conftest import Bind, BoundScope
+
+PRIOR = {"goal": "keep me", "steps": ["one", {"nested": [1, 2.5, None]}], "note": "ünïcode ✓"}
+LIMIT = 2_000
+
+
+def nested_text(depth: int) -> str:
+    return '{"a": ' + '{"n": ' * depth + "1" + "}" * depth + "}"
+
+
+def nested_value(depth: int) -> dict[str, Any]:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"n": value}
+    return {"a": value}
+
+
+def cyclic_dict() -> dict[str, Any]:
+    value: dict[str, Any] = {"x": 1}
+    value["self"] = value
+    return {"a": value}
+
+
+def cyclic_list() -> dict[str, Any]:
+    value: list[Any] = [1]
+    value.append(value)
+    return {"a": value}
+
+
+class Opaque:
+    def __repr__(self) -> str:
+        return "<Opaque>"
+
+
+# (case id, arguments as the model writes them, reason, words the message must contain)
+TEXT_CASES: list[tuple[str, str, str, str]] = [
+    ("not-json", "{goal: 'x'", "malformed", "not valid JSON"),
+    ("truncated-json", '{"goal": "x"', "malformed", "not valid JSON"),
+    ("array", '["goal", "x"]', "malformed", "a JSON array, not an object"),
+    ("string", '"set goal to x"', "malformed", "a JSON string, not an object"),
+    ("number", "42", "malformed", "a JSON number, not an object"),
+    ("null", "null", "malformed", "a JSON null, not an object"),
+    ("nan", '{"goal": NaN}', "malformed", "NaN is not a JSON number"),
+    ("infinity", '{"goal": Infinity}', "malformed", "Infinity is not a JSON number"),
+    ("minus-infinity", '{"goal": [-Infinity]}', "malformed", "-Infinity is not a JSON number"),
+    ("overflow-to-inf", '{"goal": 1e400}', "malformed", "inf is not a JSON number at $.goal"),
+    ("past-cap", nested_text(MAX_DEPTH), "malformed", f"deeper than {MAX_DEPTH} levels"),
+    ("ten-thousand-deep", nested_text(10_000), "malformed", "nested far too deeply"),
+    ("oversized", json.dumps({"log": "x" * LIMIT}), "too_large", "Condense the scratchpad"),
+]
+
+# (case id, a Python value handed to update(), reason, words the message must contain)
+VALUE_CASES: list[tuple[str, Any, str, str]] = [
+    ("list", ["goal", "x"], "malformed", "a JSON array, not an object"),
+    ("pairs", (("goal", "x"),), "malformed", "a JSON tuple, not an object"),
+    ("none", None, "malformed", "a JSON null, not an object"),
+    ("int-key", {1: "x"}, "malformed", "the key 1 is a int, not a string"),
+    ("tuple-key", {"a": {("x", 1): 2}}, "malformed", "is a tuple, not a string at $.a"),
+    ("nan", {"goal": float("nan")}, "malformed", "nan is not a JSON number at $.goal"),
+    ("inf", {"goal": [float("inf")]}, "malformed", "inf is not a JSON number at $.goal[0]"),
+    ("bytes", {"goal": b"raw"}, "malformed", "a bytes is not a JSON value at $.goal"),
+    ("datetime", {"at": datetime(2026, 12, 2)}, "malformed", "a datetime is not a JSON value"),
+    ("set", {"tags": {"a", "b"}}, "malformed", "a set is not a JSON value at $.tags"),
+    ("decimal", {"price": Decimal("1.10")}, "malformed", "a Decimal is not a JSON value"),
+    ("object", {"o": Opaque()}, "malformed", "a Opaque is not a JSON value at $.o"),
+    ("cyclic-dict", cyclic_dict(), "malformed", "contains itself (a cycle) at $.a.self"),
+    ("cyclic-list", cyclic_list(), "malformed", "contains itself (a cycle) at $.a[1]"),
+    ("past-cap", nested_value(MAX_DEPTH), "malformed", f"deeper than {MAX_DEPTH} levels"),
+    ("ten-thousand-deep", nested_value(10_000), "malformed", f"deeper than {MAX_DEPTH}"),
+    ("oversized", {"log": "x" * LIMIT}, "too_large", "Condense the scratchpad"),
+]
+
+
+def layer_under_test() -> ScratchpadLayer:
+    return scratchpad(max_state_bytes=LIMIT)
+
+
+async def bound_with_prior(bind: Bind) -> BoundScope:
+    scope = await bind(layer_under_test())
+    await scope.handle.update(PRIOR)
+    return scope
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("arguments", "reason", "words"), [c[1:] for c in TEXT_CASES], ids=[c[0] for c in TEXT_CASES]
+)
+async def test_store_hook_drops_bad_arguments(
+    bind: Bind, arguments: str, reason: str, words: str
+) -> None:
+    """The store hook drops the call with UpdateRejected(hook="store", reason=...), does not
+    raise, returns None and leaves the stored state byte-for-byte as it was."""
+    scope = await bound_with_prior(bind)
+    before = await scope.stored_bytes()
+    item = FunctionCall(call_id="bad", name="scratchpad/update", arguments=arguments)
+
+    with capture_events(scope.ctx.events) as events, anyio.fail_after(10):
+        result = await scope.layer.hooks.store(new_items=[item], state=PRIOR, ctx=scope.ctx)
+
+    assert result is None
+    assert await scope.stored_bytes() == before
+    [rejected] = list(events)
+    assert isinstance(rejected, UpdateRejected)
+    assert (rejected.hook, rejected.reason, rejected.call_id) == ("store", reason, "bad")
+    assert words in rejected.message
+    assert "scratchpad/update" in rejected.message or "Condense" in rejected.message
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("arguments", "reason", "words"), [c[1:] for c in TEXT_CASES], ids=[c[0] for c in TEXT_CASES]
+)
+async def test_tool_path_raises_a_readable_error(
+    bind: Bind, arguments: str, reason: str, words: str
+) -> None:
+    """The tool path raises ScratchpadUpdateError with the reason and a message the model can
+    act on; an UpdateRejected(hook="tool") event says the same; nothing changes."""
+    scope = await bound_with_prior(bind)
+    before = await scope.stored_bytes()
+
+    with (
+        capture_events(scope.ctx.events) as events,
+        anyio.fail_after(10),
+        pytest.raises(ScratchpadUpdateError) as info,
+    ):
+        await scope.handle.call("update", arguments, call_id="bad")
+
+    assert info.value.reason == reason
+    assert words in info.value.message
+    assert await scope.stored_bytes() == before
+    assert [(e.hook, e.reason, e.message) for e in events.of(UpdateRejected)] == [
+        ("tool", reason, info.value.message)
+    ]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("values", "reason", "words"), [c[1:] for c in VALUE_CASES], ids=[c[0] for c in VALUE_CASES]
+)
+async def test_update_from_code_raises_a_clear_error(
+    bind: Bind, values: Any, reason: str, words: str
+) -> None:
+    """``await handle.update(values)`` with a bad value raises ScratchpadUpdateError naming
+    what and where; an UpdateRejected(hook="api") event is emitted; nothing changes; no
+    RecursionError and no hang for cyclic or 10,000-deep values."""
+    scope = await bound_with_prior(bind)
+    before = await scope.stored_bytes()
+
+    with (
+        capture_events(scope.ctx.events) as events,
+        anyio.fail_after(10),
+        pytest.raises(ScratchpadUpdateError) as info,
+    ):
+        await scope.handle.update(values)
+
+    assert type(info.value) is ScratchpadUpdateError
+    assert info.value.reason == reason
+    assert words in info.value.message
+    assert await scope.stored_bytes() == before
+    assert scope.handle.snapshot == PRIOR
+    assert [(e.hook, e.reason) for e in events.of(UpdateRejected)] == [("api", reason)]
+
+
+@pytest.mark.asyncio
+async def test_too_large_message_gives_the_sizes_and_asks_to_condense(bind: Bind) -> None:
+    """An update that would push the state past max_state_bytes names both sizes."""
+    scope = await bound_with_prior(bind)
+    update = {"log": "y" * (LIMIT - 50)}
+    size = len(json.dumps({**PRIOR, **update}, ensure_ascii=False, separators=(",", ":")).encode())
+
+    assert size > LIMIT
+    with pytest.raises(ScratchpadUpdateError) as info:
+        await scope.handle.update(update)
+
+    assert info.value.message == (
+        f"The scratchpad would grow to {size:,} bytes, over its limit of {LIMIT:,}. "
+        "Condense the scratchpad: replace long lists or notes with a short summary "
+        "(writing a key replaces its value) and try again."
+    )
+
+
+@pytest.mark.asyncio
+async def test_an_update_that_fits_exactly_is_accepted(bind: Bind) -> None:
+    """The limit is inclusive: a state of exactly max_state_bytes is stored."""
+    scope = await bind(scratchpad(max_state_bytes=20))
+    await scope.handle.update({"k": "x" * 10})  # {"k":"xxxxxxxxxx"} is 18 bytes
+
+    assert len(await scope.stored_bytes()) == 18
+    await scope.handle.update({"k": "x" * 12})
+    assert len(await scope.stored_bytes()) == 20
+    with pytest.raises(ScratchpadUpdateError):
+        await scope.handle.update({"k": "x" * 13})
+    assert await scope.stored() == {"k": "x" * 12}
+
+
+@pytest.mark.asyncio
+async def test_forbidden_keys_are_stripped_on_every_path(bind: Bind) -> None:
+    """``__proto__`` and ``constructor`` never reach storage, at any depth, on any path."""
+    scope = await bind(scratchpad())
+    poisoned = {
+        "__proto__": {"admin": True},
+        "a": {"constructor": {"prototype": 1}, "b": [{"__proto__": 1, "c": 2}]},
+    }
+    await scope.handle.update(poisoned)
+    await scope.handle.call("update", json.dumps({"d": {"__proto__": 1}}), call_id="t1")
+    item = FunctionCall(
+        call_id="s1", name="scratchpad/update", arguments='{"constructor": 1, "e": 2}'
+    )
+    await scope.layer.hooks.store(new_items=[item], state=scope.handle.state, ctx=scope.ctx)
+
+    assert await scope.stored() == {"a": {"b": [{"c": 2}]}, "d": {}, "e": 2}
+    assert b"__proto__" not in await scope.stored_bytes()
+    assert b"constructor" not in await scope.stored_bytes()
+
+
+@pytest.mark.asyncio
+async def test_a_bad_call_does_not_block_the_next_good_one(bind: Bind) -> None:
+    """After every kind of rejection the same scope still accepts a valid update."""
+    scope = await bound_with_prior(bind)
+    for _, values, _, _ in VALUE_CASES:
+        with pytest.raises(ScratchpadUpdateError):
+            await scope.handle.update(values)
+
+    await scope.handle.update({"goal": "still writable"})
+
+    assert await scope.stored() == {**PRIOR, "goal": "still writable"}
