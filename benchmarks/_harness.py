@@ -1,0 +1,398 @@
+"""Shared machinery: interleaved timing, statistics, comparisons, the test document.
+
+Every comparison runs its candidate and its baselines in the same process, one sample of
+each in turn (the order rotates every repetition), so a noisy neighbour slows all of them
+alike and the ratio of medians stays meaningful even when absolute figures drift.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@dataclass
+class Config:
+    """What one run of the suite may use."""
+
+    quick: bool
+    workdir: Path
+    postgres_url: str
+
+    def reps(self, full: int, quick: int = 3) -> int:
+        return quick if self.quick else full
+
+    def scale(self, full: int, quick: int) -> int:
+        return quick if self.quick else full
+
+
+# -- statistics ------------------------------------------------------------------------------
+
+
+@dataclass
+class Stats:
+    """Median and range of a list of samples."""
+
+    median: float
+    min: float
+    max: float
+    samples: list[float]
+
+    @classmethod
+    def of(cls, samples: list[float]) -> Stats:
+        if not samples:
+            raise ValueError("no samples")
+        return cls(statistics.median(samples), min(samples), max(samples), list(samples))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "median": self.median,
+            "min": self.min,
+            "max": self.max,
+            "samples": self.samples,
+        }
+
+
+@dataclass
+class Comparison:
+    """A candidate against a baseline, with a target on their ratio (candidate / baseline).
+
+    ``higher_is_better`` says whether the unit is a rate (ops/s) or a cost (µs/op); the
+    target is ``ratio <= target_ratio`` for costs and ``ratio >= target_ratio`` for rates.
+    ``checks`` are further pass/fail conditions (for example: nothing lost).
+    """
+
+    question: int
+    key: str
+    title: str
+    unit: str
+    candidate: str
+    baseline: str
+    results: dict[str, Stats]
+    higher_is_better: bool = False
+    target_ratio: float | None = None
+    target: str = ""
+    checks: dict[str, bool] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    skipped: str | None = None
+
+    def ratio_stats(self) -> Stats | None:
+        """The candidate/baseline ratio per repetition (pairs measured side by side)."""
+        if self.skipped or self.candidate not in self.results or self.baseline not in self.results:
+            return None
+        cand = self.results[self.candidate].samples
+        base = self.results[self.baseline].samples
+        pairs = [c / b for c, b in zip(cand, base, strict=False) if b > 0]
+        return Stats.of(pairs) if pairs else None
+
+    @property
+    def ratio(self) -> float | None:
+        """Ratio of the medians: the headline figure."""
+        if self.skipped or self.candidate not in self.results or self.baseline not in self.results:
+            return None
+        base = self.results[self.baseline].median
+        return self.results[self.candidate].median / base if base > 0 else math.inf
+
+    @property
+    def met(self) -> bool | None:
+        ratio = self.ratio
+        if ratio is None:
+            return None
+        ok = all(self.checks.values())
+        if self.target_ratio is not None:
+            ok = ok and (
+                ratio >= self.target_ratio if self.higher_is_better else ratio <= self.target_ratio
+            )
+        return ok
+
+    def as_json(self) -> dict[str, Any]:
+        ratio_stats = self.ratio_stats()
+        return {
+            "question": self.question,
+            "key": self.key,
+            "title": self.title,
+            "unit": self.unit,
+            "candidate": self.candidate,
+            "baseline": self.baseline,
+            "higher_is_better": self.higher_is_better,
+            "results": {name: stats.as_json() for name, stats in self.results.items()},
+            "ratio": self.ratio,
+            "ratio_range": None
+            if ratio_stats is None
+            else {"median": ratio_stats.median, "min": ratio_stats.min, "max": ratio_stats.max},
+            "target": self.target,
+            "target_ratio": self.target_ratio,
+            "checks": self.checks,
+            "met": self.met,
+            "extra": self.extra,
+            "skipped": self.skipped,
+        }
+
+
+def skipped(question: int, key: str, title: str, reason: str) -> Comparison:
+    print(f"  skipped {key}: {reason}", flush=True)
+    return Comparison(question, key, title, "", "", "", {}, skipped=reason)
+
+
+# -- timing ----------------------------------------------------------------------------------
+
+Sample = Callable[[], Awaitable[float]]
+
+
+async def interleaved(
+    variants: Mapping[str, Sample], reps: int, *, warmup: int = 1
+) -> dict[str, Stats]:
+    """Take ``reps`` samples of every variant, one of each in turn, rotating the order."""
+    names = list(variants)
+    for _ in range(warmup):
+        for name in names:
+            await variants[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for rep in range(reps):
+        shift = rep % len(names)
+        for name in names[shift:] + names[:shift]:
+            gc.collect()
+            samples[name].append(await variants[name]())
+    return {name: Stats.of(values) for name, values in samples.items()}
+
+
+async def micros_per_op(op: Callable[[int], Awaitable[Any]], n: int, start: int = 0) -> float:
+    """Average microseconds of ``await op(i)`` over ``n`` sequential calls."""
+    begin = time.perf_counter()
+    for i in range(start, start + n):
+        await op(i)
+    return (time.perf_counter() - begin) / n * 1e6
+
+
+class Counter:
+    """Hands out increasing integers, so every write carries new data."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def next(self, n: int = 1) -> int:
+        self.value += n
+        return self.value - n
+
+
+# -- the document ----------------------------------------------------------------------------
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: str
+    outcome: str
+    files: list[str] = []
+
+
+class TaskNotes(BaseModel):
+    """A realistic scratchpad: the goal, what is done, what blocks, loose notes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    currentGoal: str
+    completedSteps: list[Step] = []
+    blockers: list[str] = []
+    notes: dict[str, str] = {}
+    turn: int = 0
+    acks: dict[str, int] = {}
+
+
+def make_document(target_bytes: int = 5_500) -> dict[str, Any]:
+    """A scratchpad of about ``target_bytes`` of compact JSON that fits :class:`TaskNotes`."""
+    doc: dict[str, Any] = {
+        "currentGoal": "Migrate the billing service from the legacy invoice API to the new "
+        "payments platform without downtime, keeping every customer's history intact.",
+        "completedSteps": [],
+        "blockers": [
+            "Staging database credentials expire on Friday; ask ops to rotate them.",
+            "The currency rounding in legacy invoices differs for JPY; confirm with finance.",
+        ],
+        "notes": {
+            "owner": "payments team, on-call rotation B",
+            "risk": "double charging if the webhook retries overlap the cut-over window",
+            "decision": "feature flag billing.v2 gates the new path per customer cohort",
+        },
+        "turn": 0,
+    }
+    i = 0
+    while len(orjson.dumps(doc)) < target_bytes:
+        doc["completedSteps"].append(
+            {
+                "step": f"Step {i}: ported module invoice_{i} to the payments client and "
+                "replayed last month's traffic against it",
+                "outcome": "totals match to the cent; p95 latency unchanged",
+                "files": [f"billing/invoice_{i}.py", f"tests/test_invoice_{i}.py"],
+            }
+        )
+        i += 1
+    return doc
+
+
+def turn_update(i: int) -> dict[str, Any]:
+    """What a model writes on turn ``i``: a nested note and the turn number (always new data)."""
+    return {"turn": i, "notes": {"latest": f"turn {i}: replayed batch {i * 7 % 97}, all green"}}
+
+
+def bare_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """The minimal path-copying merge: copy only the dicts on the changed path."""
+    result = dict(base)
+    for key, value in update.items():
+        current = result.get(key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            result[key] = bare_merge(current, value)
+        else:
+            result[key] = value
+    return result
+
+
+def bare_render(state: Mapping[str, Any]) -> str:
+    return (
+        "<scratchpad>\n"
+        + orjson.dumps(state, option=orjson.OPT_INDENT_2).decode()
+        + ("\n</scratchpad>")
+    )
+
+
+# -- raw SQLite ------------------------------------------------------------------------------
+
+RAW_PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
+RAW_SCHEMA = "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL)"
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process now."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # not Linux: peak RSS is the best the standard library offers
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if platform.system() == "Darwin" else peak * 1024
+
+
+def machine() -> dict[str, Any]:
+    """What the figures came from."""
+    import sqlite3
+    from importlib import metadata
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    versions: dict[str, str | None] = {}
+    for package in (
+        "noetic-scratchpad",
+        "aiosqlite",
+        "asyncpg",
+        "orjson",
+        "pydantic",
+        "anyio",
+        "langgraph-checkpoint-sqlite",
+    ):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "sqlite": sqlite3.sqlite_version,
+        "packages": versions,
+    }
+
+
+# -- the full path as users hit it -----------------------------------------------------------
+
+BIG_BUDGET = 1_000_000
+"""Recall budget that never cuts: the comparisons measure rendering, not truncation."""
+
+
+def bench_layer(max_state_bytes: int = 1024 * 1024) -> Any:
+    """``scratchpad(schema=TaskNotes)`` with room for the largest document measured."""
+    from noetic_scratchpad import scratchpad
+
+    return scratchpad(schema=TaskNotes, max_state_bytes=max_state_bytes)
+
+
+class EventTally:
+    """A subscriber, so emitting events costs what it costs in a real app."""
+
+    def __init__(self) -> None:
+        self.applied = 0
+        self.other = 0
+
+    def __call__(self, event: Any) -> None:
+        if event.kind == "update_applied":
+            self.applied += 1
+        else:
+            self.other += 1
+
+
+async def open_scope(
+    backend: Any,
+    layer: Any,
+    scope_key: str,
+    tally: EventTally | None = None,
+    seed: Mapping[str, Any] | None = None,
+) -> Any:
+    """``layer.init`` on ``ScopedStorage(backend, ...)``; returns ``ctx.context["scratchpad"]``.
+
+    ``seed`` is written first through the backend, as a previous session would have left it.
+    """
+    from noetic_scratchpad import ExecutionContext, ScopedStorage
+
+    storage = ScopedStorage(backend, layer.id, scope_key)
+    if seed is not None:
+        await storage.set("state", dict(seed))
+    ctx = ExecutionContext(thread_id=scope_key)
+    if tally is not None:
+        ctx.events.subscribe(tally)
+    await layer.init(storage=storage, scope_key=scope_key, ctx=ctx)
+    return ctx.context[layer.id]
+
+
+def batcher_entries(backend: Any) -> int | None:
+    """Keys in the backend's per-key lock registry (its ``KeyedBatcher``), or ``None``."""
+    from noetic_scratchpad.locks import KeyedBatcher
+
+    found = None
+    for value in vars(backend).values():
+        if isinstance(value, KeyedBatcher):
+            found = (found or 0) + len(value)
+    return found
+
+
+def backend_available(module: str) -> str | None:
+    """``None`` when ``noetic_scratchpad.storage.<module>`` imports, else why not."""
+    import importlib
+
+    try:
+        importlib.import_module(f"noetic_scratchpad.storage.{module}")
+    except ImportError as exc:
+        return f"noetic_scratchpad.storage.{module} is not available ({exc})"
+    return None

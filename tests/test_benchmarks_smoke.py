@@ -1,0 +1,87 @@
+"""The benchmark suite runs end to end in quick mode and computes every comparison."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import IN_CI, postgres_available
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECTED = {
+    "overhead_memory",
+    "sqlite_single",
+    "sqlite_concurrent_one_scope",
+    "sqlite_concurrent_many_scopes",
+    "peer_langgraph",
+    "state_size_update_on_memory",
+    "state_size_recall",
+    "state_size_update_on_sqlite",
+    "memory_growth_memory",
+    "memory_growth_sqlite",
+    "postgres_single",
+    "postgres_concurrent_one_scope",
+    "postgres_concurrent_many_scopes",
+}
+
+
+def _peer_missing() -> str | None:
+    try:
+        import langgraph.store.sqlite.aio  # noqa: F401
+    except ImportError as exc:
+        return f"langgraph-checkpoint-sqlite is not installed ({exc})"
+    return None
+
+
+@pytest.mark.slow
+def test_quick_benchmarks_compute_every_comparison(tmp_path: Path) -> None:
+    """`python -m benchmarks --quick --json FILE` exits 0 and writes every comparison with
+    numbers: a positive median for every variant and a finite ratio. Only the peer (without
+    langgraph-checkpoint-sqlite) and PostgreSQL (without a server, outside CI) may be skipped,
+    and then with a reason."""
+    out = tmp_path / "quick.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("NOETIC_SCRATCHPAD_STORAGE", None)
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    document = json.loads(out.read_text())
+    assert document["quick"] is True
+    assert document["errors"] == []
+    assert document["machine"]["cpus"] >= 1
+    by_key = {c["key"]: c for c in document["comparisons"]}
+    assert set(by_key) == EXPECTED
+
+    allowed_skips: dict[str, str | None] = {"peer_langgraph": _peer_missing()}
+    pg_missing = None if IN_CI else postgres_available()
+    for key in EXPECTED:
+        if key.startswith("postgres"):
+            allowed_skips[key] = pg_missing
+    for key, comparison in sorted(by_key.items()):
+        if comparison["skipped"]:
+            reason = allowed_skips.get(key)
+            assert reason is not None, f"{key} skipped without cause: {comparison['skipped']}"
+            print(f"{key} skipped: {reason}")
+            continue
+        assert comparison["results"], key
+        for name, stats in comparison["results"].items():
+            assert stats["median"] > 0, (key, name)
+            assert stats["min"] <= stats["median"] <= stats["max"], (key, name)
+        assert comparison["candidate"] in comparison["results"], key
+        assert comparison["baseline"] in comparison["results"], key
+        assert comparison["ratio"] is not None, key
+        assert 0 < comparison["ratio"] < float("inf"), key
+        assert isinstance(comparison["met"], bool), key
+        if "lost" in comparison["extra"]:
+            assert all(isinstance(v, int) for v in comparison["extra"]["lost"].values()), key
