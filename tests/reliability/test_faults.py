@@ -21,6 +21,7 @@ from noetic_scratchpad import (
     ScopedStorage,
     ScratchpadHandle,
     ScratchpadLayer,
+    StorageBusyError,
     StorageError,
     UpdateApplied,
     UpdateRejected,
@@ -31,6 +32,8 @@ from noetic_scratchpad.items import FunctionCall
 from noetic_scratchpad.storage import MemoryStorage, StorageBackend
 from noetic_scratchpad.testing import FaultyStorage, InjectedFault, capture_events
 from tests.conftest import backend_url
+
+from .helpers import write_lock_held
 
 STATE_KEY = "layers/scratchpad/t1/state"
 PRIOR = {"goal": "ship the release", "steps": ["write tests"], "notes": {"owner": "ana"}}
@@ -389,3 +392,84 @@ async def test_stream_consumer_that_never_reads_does_not_block_writes() -> None:
         ("k2",),
     ]
     assert await backend.get(STATE_KEY) == {f"k{index}": index for index in range(10)}
+
+
+# -- a SQLite database locked by another process -------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_sqlite_locked_by_another_process_past_the_busy_timeout(tmp_path: Path) -> None:
+    """While another process holds SQLite's write lock (``BEGIN IMMEDIATE``, with an
+    uncommitted write to the same row), a write waits ``busy_timeout`` per attempt, then
+    fails with ``StorageBusyError`` naming the cause and the fix, and emits
+    ``UpdateRejected(reason="storage")``. Readers still see the prior state, never the other
+    process's uncommitted row. Once the lock is released, writes succeed again."""
+    path = tmp_path / "locked.db"
+    backend = await open_storage(f"sqlite:///{path}?busy_timeout=200&busy_retries=1")
+    try:
+        layer = scratchpad()
+        ctx, handle = await bind(layer, backend)
+        await handle.update(PRIOR)
+
+        async with write_lock_held(path, STATE_KEY) as lock:
+            started = time.perf_counter()
+            with capture_events(ctx.events) as events, pytest.raises(StorageBusyError) as info:
+                await handle.update({"goal": "blocked"})
+            waited = time.perf_counter() - started
+            calls = [FunctionCall(call_id="c1", name="scratchpad/update", arguments='{"a": 1}')]
+            stored_during = await backend.get(STATE_KEY)
+            with capture_events(ctx.events) as store_events:
+                result = await layer.hooks.store(new_items=calls, state=handle.state, ctx=ctx)
+            await lock.release()
+
+        assert 0.4 <= waited < 5  # two attempts of 200 ms
+        message = str(info.value)
+        assert "stayed locked by another connection" in message
+        assert "2 attempt(s) of busy_timeout=200 ms; nothing was written" in message
+        assert "busy_timeout=30000" in message  # how to wait longer
+        [rejected] = events.of(UpdateRejected)
+        assert (rejected.hook, rejected.reason) == ("api", "storage")
+        assert message in rejected.message
+        assert stored_during == PRIOR
+        assert handle.snapshot == PRIOR
+        assert result is None
+        assert [(e.hook, e.reason) for e in store_events.of(UpdateRejected)] == [
+            ("store", "storage")
+        ]
+
+        assert await handle.update({"goal": "unblocked"}) == {**PRIOR, "goal": "unblocked"}
+        assert await backend.get(STATE_KEY) == {**PRIOR, "goal": "unblocked"}
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_sqlite_write_waits_for_a_lock_released_within_the_busy_timeout(
+    tmp_path: Path,
+) -> None:
+    """A lock held by another process for less than ``busy_timeout`` only delays a write:
+    the write lands on the prior state once the lock is released, with no error or
+    rejection, and the other process's rolled-back row never shows."""
+    path = tmp_path / "briefly-locked.db"
+    backend = await open_storage(f"sqlite:///{path}?busy_timeout=10000")
+    try:
+        _, handle = await bind(scratchpad(), backend)
+        await handle.update(PRIOR)
+        async with write_lock_held(path, STATE_KEY) as lock, anyio.create_task_group() as tg:
+            landed: list[Any] = []
+
+            async def write() -> None:
+                landed.append(await handle.update({"goal": "after the lock"}))
+
+            with capture_events(handle.ctx.events) as events:
+                tg.start_soon(write)
+                await anyio.sleep(0.3)
+                assert landed == []  # still waiting for the lock
+                await lock.release()
+        assert landed == [{**PRIOR, "goal": "after the lock"}]
+        assert events.of(UpdateRejected) == []
+        assert await backend.get(STATE_KEY) == {**PRIOR, "goal": "after the lock"}
+    finally:
+        await backend.aclose()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,12 +24,15 @@ from noetic_scratchpad import (
     UpdateApplied,
     UpdateRejected,
     _json,
+    open_storage,
     scratchpad,
 )
 from noetic_scratchpad.items import FunctionCall, FunctionCallOutput
 from noetic_scratchpad.runtime import Agent, AgentHarness, ModelRequest, ScriptedModel
 from noetic_scratchpad.storage import MemoryStorage
 from noetic_scratchpad.testing import FaultyStorage, capture_events
+
+from .helpers import write_lock_held
 
 PRIOR = {"currentGoal": "ship", "completedSteps": ["plan"]}
 
@@ -318,3 +322,35 @@ async def test_failing_and_hanging_subscribers_do_not_stop_a_run() -> None:
         "currentGoal": "changed",
     }
     assert result.states["scratchpad"]["currentGoal"] == "changed"
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_locked_sqlite_gives_the_model_an_error_and_the_run_goes_on(tmp_path: Path) -> None:
+    """When another process holds the SQLite file's write lock past the busy timeout, the
+    model's update comes back as an error output saying the database stayed locked and
+    nothing was written; the run finishes, and after the lock is gone the same harness
+    writes again."""
+    path = tmp_path / "locked.db"
+    backend = await open_storage(f"sqlite:///{path}?busy_timeout=200&busy_retries=0")
+    recorder = Recorder("Done.")
+    model = ScriptedModel([[call("bad", '{"currentGoal": "locked out"}')], recorder])
+    harness = AgentHarness("a", Agent(model=model), context_layers=[scratchpad()], storage=backend)
+    try:
+        async with harness:
+            await harness.update_state("scratchpad", PRIOR, thread_id="t1")
+            async with write_lock_held(path, "layers/scratchpad/t1/state"):
+                with capture_events(harness.events) as events:
+                    result = await harness.run("go", thread_id="t1")
+            await harness.update_state("scratchpad", {"blockers": []}, thread_id="t1")
+            after = await harness.read_state("scratchpad", thread_id="t1")
+    finally:
+        await backend.aclose()
+
+    assert result.output == "Done."
+    assert recorder.seen is not None
+    assert recorder.seen.is_error
+    assert "stayed locked by another connection" in recorder.seen.output
+    assert "nothing was written" in recorder.seen.output
+    assert rejection(events).reason == "storage"
+    assert after == {**PRIOR, "blockers": []}
