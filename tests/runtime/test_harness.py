@@ -29,8 +29,7 @@ from noetic_scratchpad.runtime import (
 )
 from noetic_scratchpad.storage import MemoryStorage, StorageBackend
 from noetic_scratchpad.testing import capture_events
-
-from .helpers import TaskNotes, blocks, update_call
+from tests.runtime.helpers import TaskNotes, blocks, update_call
 
 
 def make_harness(

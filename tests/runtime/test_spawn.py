@@ -11,8 +11,7 @@ from noetic_scratchpad.context import ExecutionContext
 from noetic_scratchpad.items import FunctionCall
 from noetic_scratchpad.runtime import Agent, AgentHarness, ScriptedModel, Tool
 from noetic_scratchpad.testing import capture_events
-
-from .helpers import blocks, update_call
+from tests.runtime.helpers import blocks, update_call
 
 BLOCK = '<scratchpad>\n{\n  "plan": "A"\n}\n</scratchpad>'
 
