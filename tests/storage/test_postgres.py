@@ -1,0 +1,558 @@
+"""What only the PostgreSQL backend does: URL options, the table, row locks across processes
+and connections, and failures of the server. The shared behaviour is in test_contract.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import pytest_asyncio
+
+from noetic_scratchpad import open_storage
+from noetic_scratchpad.errors import StorageBusyError, StorageConfigError, StorageError
+from tests.conftest import postgres_test_url, require_postgres
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+
+
+def _postgres_module() -> Any:
+    pytest.importorskip("asyncpg", reason="asyncpg is not installed (the [postgres] extra)")
+    from noetic_scratchpad.storage import postgres
+
+    return postgres
+
+
+# -- URL and options (no server needed) ------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_url_forms_strip_own_parameters(scheme: str) -> None:
+    """Both schemes are accepted; table and pool sizes are read from the query string and
+    removed from the DSN given to asyncpg, other parameters pass through, and the password
+    never appears in the display form."""
+    pg = _postgres_module()
+    settings = pg.parse_postgres_url(
+        f"{scheme}://app:s3cret@db.example:6543/prod"
+        "?table=tenant_a.notes&pool_size=7&min_size=2&sslmode=require&application_name=web"
+    )
+    assert settings.table == "tenant_a.notes"
+    assert settings.quoted_table == '"tenant_a"."notes"'
+    assert (settings.min_size, settings.max_size) == (2, 7)
+    assert settings.dsn == (
+        f"{scheme}://app:s3cret@db.example:6543/prod?sslmode=require&application_name=web"
+    )
+    assert settings.display == (
+        f"{scheme}://app:***@db.example:6543/prod?sslmode=require&application_name=web"
+    )
+
+
+def test_url_defaults() -> None:
+    """Without options the table is scratchpad_kv and the pool opens 1 to 10 connections."""
+    pg = _postgres_module()
+    settings = pg.parse_postgres_url("postgresql://postgres@localhost/app")
+    assert (settings.table, settings.min_size, settings.max_size) == ("scratchpad_kv", 1, 10)
+    assert settings.dsn == "postgresql://postgres@localhost/app"
+
+
+def test_keyword_options_win_over_url() -> None:
+    """Keyword options replace the same URL parameters; max_size is pool_size's other name."""
+    pg = _postgres_module()
+    settings = pg.parse_postgres_url(
+        "postgresql://u@h/db?table=from_url&pool_size=4", table="from_code", pool_size=12
+    )
+    assert (settings.table, settings.max_size) == ("from_code", 12)
+    assert pg.parse_postgres_url("postgresql://u@h/db", max_size=3, min_size=0).max_size == 3
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "message"),
+    [
+        ("postgresql://u@h/db?pool_size=ten", {}, "pool_size must be an integer"),
+        ("postgresql://u@h/db?pool_size=0", {}, "at least 1"),
+        ("postgresql://u@h/db?min_size=-1", {}, "at least 0"),
+        ("postgresql://u@h/db?pool_size=5&max_size=6", {}, "disagree"),
+        ("postgresql://u@h/db?pool_size=2&min_size=3", {}, "larger than the pool's maximum"),
+        ("postgresql://u@h/db?table=a&table=b", {}, "gives 'table' twice"),
+        ("postgresql://u@h/db", {"poolsize": 3}, "unknown PostgreSQL storage option"),
+        ("mysql://u@h/db", {}, "not a PostgreSQL URL"),
+    ],
+)
+def test_bad_options_are_config_errors(url: str, options: dict[str, Any], message: str) -> None:
+    """A malformed, conflicting or unknown option is a StorageConfigError that says which."""
+    pg = _postgres_module()
+    with pytest.raises(StorageConfigError, match=message):
+        pg.parse_postgres_url(url, **options)
+
+
+@pytest.mark.parametrize(
+    "table",
+    ["drop table x;--", "1abc", "a.b.c", "", "has space", 'quo"te', "x" * 64, "é", "a."],
+)
+@pytest.mark.asyncio
+async def test_bad_table_name_is_refused_before_connecting(table: str) -> None:
+    """A table name that is not a (schema-qualified) identifier is refused by open_storage
+    with a StorageConfigError naming it, before any connection is tried (the port is closed)."""
+    _postgres_module()
+    with pytest.raises(StorageConfigError, match="is not a PostgreSQL identifier") as info:
+        await open_storage("postgresql://postgres@127.0.0.1:1/test", table=table)
+    assert repr(table) in str(info.value)
+
+
+@pytest.mark.asyncio
+async def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without asyncpg, opening a postgresql:// or postgres:// URL is a StorageConfigError that
+    tells the user to install the [postgres] extra."""
+    monkeypatch.setitem(sys.modules, "asyncpg", None)  # makes `import asyncpg` fail
+    monkeypatch.delitem(sys.modules, "noetic_scratchpad.storage.postgres", raising=False)
+    for url in ("postgresql://postgres@127.0.0.1/test", "postgres://postgres@127.0.0.1/test"):
+        with pytest.raises(StorageConfigError) as info:
+            await open_storage(url)
+        message = str(info.value)
+        assert "asyncpg" in message
+        assert "pip install 'noetic-scratchpad[postgres]'" in message
+
+
+@pytest.mark.asyncio
+async def test_unreachable_server_is_a_storage_error() -> None:
+    """A server that does not answer makes open_storage raise StorageError naming the URL
+    (without its password) and saying what to check."""
+    _postgres_module()
+    with pytest.raises(StorageError, match="cannot connect to PostgreSQL") as info:
+        await open_storage("postgresql://postgres:pw@127.0.0.1:1/test")
+    assert not isinstance(info.value, StorageConfigError)
+    assert "postgres:***@127.0.0.1:1/test" in str(info.value)
+    assert "pw@" not in str(info.value)
+
+
+# -- against the server -----------------------------------------------------------------
+
+
+class Server:
+    """A test's own table on the test server, and raw connections to look at it."""
+
+    def __init__(self) -> None:
+        self.app = f"nsp_{uuid.uuid4().hex[:10]}"
+        self.url = f"{postgres_test_url()}&application_name={self.app}"
+        self.settings = _postgres_module().parse_postgres_url(self.url)
+        self.table = self.settings.quoted_table
+
+    async def connect(self) -> Any:
+        import asyncpg
+
+        # A different application_name, so the backend's own connections can be counted.
+        return await asyncpg.connect(self.settings.dsn, server_settings={"application_name": ""})
+
+    async def execute(self, sql: str) -> None:
+        conn = await self.connect()
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    async def scalar(self, sql: str, *args: Any) -> Any:
+        conn = await self.connect()
+        try:
+            return await conn.fetchval(sql, *args)
+        finally:
+            await conn.close()
+
+    async def backend_connections(self) -> int:
+        count: int = await self.scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", self.app
+        )
+        return count
+
+    async def pids_waiting_for_lock(self) -> list[int]:
+        conn = await self.connect()
+        try:
+            rows = await conn.fetch(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = $1 "
+                "AND wait_event_type = 'Lock'",
+                self.app,
+            )
+        finally:
+            await conn.close()
+        return [row["pid"] for row in rows]
+
+
+@pytest_asyncio.fixture
+async def server() -> AsyncIterator[Server]:
+    require_postgres()
+    srv = Server()
+    try:
+        yield srv
+    finally:
+        await srv.scalar(f"DROP TABLE IF EXISTS {srv.table}")
+
+
+async def wait_until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
+    with anyio.move_on_after(10):
+        # The condition is the server's state: there is no local event to wait on.
+        while not await condition():  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+        return
+    pytest.fail(f"timed out waiting for {what}")
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_open_creates_the_table_with_the_documented_columns(server: Server) -> None:
+    """Opening creates the table (key text primary key, value jsonb, updated_at timestamptz)
+    and opens min_size connections; opening it again (a second server) reuses the table."""
+    url = f"{server.url}&min_size=2&pool_size=3"
+    async with await open_storage(url) as first, await open_storage(url) as second:
+        assert await server.backend_connections() == 4
+        conn = await server.connect()
+        try:
+            rows = await conn.fetch(
+                "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                "WHERE table_name = $1 ORDER BY ordinal_position",
+                server.settings.table,
+            )
+            primary = await conn.fetchval(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
+                "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+                "WHERE i.indrelid = to_regclass($1) AND i.indisprimary",
+                server.table,
+            )
+        finally:
+            await conn.close()
+        assert [tuple(row) for row in rows] == [
+            ("key", "text", "NO"),
+            ("value", "jsonb", "NO"),
+            ("updated_at", "timestamp with time zone", "NO"),
+        ]
+        assert primary == "key"
+        await first.set("k", 1)
+        assert await second.get("k") == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_values_are_jsonb_that_sql_can_query(server: Server) -> None:
+    """Values are stored as JSONB: SQL can query into them, and (a JSONB property) object keys
+    come back in JSONB's order, shortest first, not in insertion order."""
+    async with await open_storage(server.url) as storage:
+        await storage.set("doc", {"zeta": 1, "b": {"inner": "x"}, "aa": [1, 2]})
+        kind = await server.scalar(
+            f"SELECT jsonb_typeof(value) || ':' || (value #>> '{{b,inner}}') "
+            f"FROM {server.table} WHERE key = 'doc'"
+        )
+        assert kind == "object:x"
+        got = await storage.get("doc")
+        assert got == {"zeta": 1, "b": {"inner": "x"}, "aa": [1, 2]}
+        assert list(got) == ["b", "aa", "zeta"]
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_prefix_listing_at_code_point_edges(server: Server) -> None:
+    """list and describe by prefix use code point order, also for prefixes ending in the
+    last code point or just before the surrogate gap."""
+    keys = ["a\U0010ffff", "a\U0010ffff/x", "b", "\ud7ff", "\ud7ff/y", "\ue000"]
+    async with await open_storage(server.url) as storage:
+        for key in keys:
+            await storage.set(key, key)
+        assert await storage.list("a\U0010ffff") == ["a\U0010ffff", "a\U0010ffff/x"]
+        assert await storage.list("\ud7ff") == ["\ud7ff", "\ud7ff/y"]
+        assert [info.key for info in await storage.describe("\ud7ff")] == ["\ud7ff", "\ud7ff/y"]
+        assert await storage.list() == sorted(keys)
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_unknown_database_is_a_config_error(server: Server) -> None:
+    """A database that does not exist is a StorageConfigError that says to check the URL."""
+    url = server.settings.dsn.replace("/test?", "/no_such_db_nsp?")
+    with pytest.raises(StorageConfigError, match="check the database name"):
+        await open_storage(url)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_four_processes_with_own_pools_lose_no_update(server: Server) -> None:
+    """4 processes, each with its own pool, write 25 updates each to one scope at the same
+    time: the final state has all 100 keys, and the 100 writes were serialized (the states
+    they produced had 1, 2, ..., 100 keys: no two writes read the same state)."""
+    processes, writes = 4, 25
+    async with await open_storage(server.url):  # creates the table before the race
+        pass
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(HERE / "pg_race_writer.py"),
+            server.url,
+            str(index),
+            str(writes),
+            "race-thread",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            cwd=ROOT,
+        )
+        for index in range(processes)
+    ]
+    try:
+        with anyio.fail_after(60):
+            for proc in procs:
+                assert proc.stdout is not None
+                assert await proc.stdout.readline() == b"ready\n"
+            outputs = await asyncio.gather(*(proc.communicate(b"go\n") for proc in procs))
+    finally:
+        for proc in procs:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert [proc.returncode for proc in procs] == [0] * processes
+    sizes = sorted(size for stdout, _ in outputs for size in json.loads(stdout))
+    assert sizes == list(range(1, processes * writes + 1))
+
+    async with await open_storage(server.url) as storage:
+        state = await storage.get("layers/scratchpad/race-thread/state")
+    assert state == {f"p{i}_{n}": n for i in range(processes) for n in range(writes)}
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_locked_scope_does_not_block_another(server: Server) -> None:
+    """While another server holds the row lock of scope A, a write to A waits and a write
+    to scope B completes; A's write completes on the latest value once the lock is gone."""
+    async with await open_storage(server.url) as storage:
+        await storage.set("A", {"n": 0})
+        raw = await server.connect()
+        try:
+            transaction = raw.transaction()
+            await transaction.start()
+            await raw.execute(f"SELECT 1 FROM {server.table} WHERE key = 'A' FOR UPDATE")
+            await raw.execute(
+                f"UPDATE {server.table} SET value = '{{\"n\": 10}}'::jsonb WHERE key = 'A'"
+            )
+            async with anyio.create_task_group() as tg:
+                results: dict[str, Any] = {}
+
+                async def write_a() -> None:
+                    results["A"] = await storage.update("A", lambda cur: {"n": cur["n"] + 1})
+
+                tg.start_soon(write_a)
+                await wait_until(
+                    lambda: _has_waiter(server), "the write to A to wait for the row lock"
+                )
+                with anyio.fail_after(5):
+                    assert await storage.update("B", lambda cur: {"b": True}) == {"b": True}
+                assert "A" not in results
+                await transaction.commit()
+            assert results["A"] == {"n": 11}
+            assert await storage.get("A") == {"n": 11}
+        finally:
+            await raw.close()
+
+
+async def _has_waiter(server: Server) -> bool:
+    return len(await server.pids_waiting_for_lock()) == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_hundred_writers_on_one_scope_share_one_connection(server: Server) -> None:
+    """100 concurrent writers on one scope lose nothing, use one pool connection between
+    them and, queued behind a lock, commit as one transaction: with a pool of 2 and scope A
+    locked elsewhere, a write to scope B still gets a connection, and after the lock is
+    released A sees exactly 2 writes (the first writer's, then the other 99 combined)."""
+    async with await open_storage(f"{server.url}&pool_size=2") as storage:
+        await storage.set("A", {})
+        # Counts the UPDATEs of A's row: one per transaction that wrote it.
+        writes, count = f'"{server.settings.table}_writes"', f'"{server.settings.table}_count"'
+        await server.execute(
+            f"CREATE TABLE {writes} (n int); "
+            f"CREATE FUNCTION {count}() RETURNS trigger LANGUAGE plpgsql "
+            f"AS $$ BEGIN INSERT INTO {writes} VALUES (1); RETURN NULL; END $$; "
+            f"CREATE TRIGGER count_writes AFTER UPDATE ON {server.table} "
+            f"FOR EACH ROW WHEN (NEW.key = 'A') EXECUTE FUNCTION {count}()"
+        )
+        raw = await server.connect()
+        try:
+            transaction = raw.transaction()
+            await transaction.start()
+            await raw.execute(f"SELECT 1 FROM {server.table} WHERE key = 'A' FOR UPDATE")
+            async with anyio.create_task_group() as tg:
+
+                async def write(index: int) -> None:
+                    await storage.update("A", lambda cur: {**cur, f"w{index}": index})
+
+                tg.start_soon(write, 0)
+                await wait_until(lambda: _has_waiter(server), "the first writer to wait")
+                for index in range(1, 100):
+                    tg.start_soon(write, index)
+                await anyio.wait_all_tasks_blocked()  # the 99 are queued
+                with anyio.fail_after(5):
+                    await storage.update("B", lambda cur: "free")
+                assert await server.backend_connections() == 2
+                await transaction.commit()
+        finally:
+            await raw.close()
+        assert await storage.get("A") == {f"w{index}": index for index in range(100)}
+        assert await server.scalar(f"SELECT count(*) FROM {writes}") == 2
+        await server.execute(
+            f"DROP TABLE {server.table}; DROP FUNCTION {count}(); DROP TABLE {writes}"
+        )
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_hundred_concurrent_writers_unblocked_use_one_connection(server: Server) -> None:
+    """100 concurrent writers on one scope, nothing else running: all 100 writes land and
+    the pool never opens a second connection."""
+    async with await open_storage(f"{server.url}&pool_size=10") as storage:
+
+        async def write(index: int) -> None:
+            await storage.update("S", lambda cur: {**(cur or {}), f"w{index}": index})
+
+        async with anyio.create_task_group() as tg:
+            for index in range(100):
+                tg.start_soon(write, index)
+        assert await storage.get("S") == {f"w{index}": index for index in range(100)}
+        assert await server.backend_connections() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_connection_killed_inside_the_transaction(server: Server) -> None:
+    """The server connection of a write is terminated while its transaction holds the row
+    lock (between the read and the write): update raises StorageError saying nothing was
+    written, the prior state is intact, and the next writes work on a new connection."""
+    async with await open_storage(server.url) as storage:
+        await storage.set("k", {"v": "prior"})
+        in_fn, killed = threading.Event(), threading.Event()
+        victims: list[int] = []
+
+        def kill() -> None:
+            async def terminate() -> None:
+                conn = await server.connect()
+                try:
+                    pids = await conn.fetch(
+                        "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'relation' "
+                        "AND relation = to_regclass($1) AND granted AND pid <> pg_backend_pid()",
+                        server.table,
+                    )
+                    victims.extend(row["pid"] for row in pids)
+                    for pid in victims:
+                        await conn.execute("SELECT pg_terminate_backend($1, 5000)", pid)
+                finally:
+                    await conn.close()
+
+            in_fn.wait(10)
+            asyncio.run(terminate())
+            killed.set()
+
+        def fn(current: Any) -> Any:
+            in_fn.set()
+            killed.wait(10)  # blocks the loop on purpose: the server side dies meanwhile
+            return {"v": "new"}
+
+        thread = threading.Thread(target=kill)
+        thread.start()
+        try:
+            with pytest.raises(StorageError, match="nothing was written") as info:
+                await storage.update("k", fn)
+        finally:
+            thread.join()
+        assert len(victims) == 1
+        assert not isinstance(info.value, StorageConfigError)
+        assert await storage.get("k") == {"v": "prior"}
+        assert await storage.update("k", lambda cur: {**cur, "after": 1}) == {
+            "v": "prior",
+            "after": 1,
+        }
+        assert await storage.get("k") == {"v": "prior", "after": 1}
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_connection_killed_while_waiting_for_the_lock(server: Server) -> None:
+    """A write whose connection is terminated while it waits for another server's row lock
+    fails with StorageError alone: the writes queued behind it in this process run next on
+    a new connection, and the other server's committed value is kept under theirs."""
+    async with await open_storage(server.url) as storage:
+        await storage.set("k", {"v": 0})
+        raw = await server.connect()
+        outcomes: dict[int, Any] = {}
+        try:
+            transaction = raw.transaction()
+            await transaction.start()
+            await raw.execute(f"SELECT 1 FROM {server.table} WHERE key = 'k' FOR UPDATE")
+            await raw.execute(
+                f"UPDATE {server.table} SET value = '{{\"v\": 1}}'::jsonb WHERE key = 'k'"
+            )
+            async with anyio.create_task_group() as tg:
+
+                async def write(index: int) -> None:
+                    try:
+                        outcomes[index] = await storage.update(
+                            "k", lambda cur: {**cur, f"w{index}": index}
+                        )
+                    except StorageError as exc:
+                        outcomes[index] = exc
+
+                tg.start_soon(write, 0)
+                await wait_until(lambda: _has_waiter(server), "the first writer to wait")
+                for index in range(1, 5):
+                    tg.start_soon(write, index)
+                await anyio.wait_all_tasks_blocked()  # the 4 are queued
+                (pid,) = await server.pids_waiting_for_lock()
+                assert await raw.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+                await wait_until(lambda: _no_waiter(server, pid), "the writer to die")
+                await transaction.commit()
+        finally:
+            await raw.close()
+        assert isinstance(outcomes[0], StorageError)
+        assert "nothing was written" in str(outcomes[0])
+        expected = {"v": 1, **{f"w{index}": index for index in range(1, 5)}}
+        assert outcomes[4] == expected
+        assert await storage.get("k") == expected
+
+
+async def _no_waiter(server: Server, pid: int) -> bool:
+    return pid not in await server.pids_waiting_for_lock()
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_lock_timeout_is_a_busy_error(server: Server) -> None:
+    """With lock_timeout set through the URL (a server setting passed through to asyncpg), a
+    write that cannot get the row lock in time raises StorageBusyError and changes nothing."""
+    async with await open_storage(f"{server.url}&lock_timeout=100ms") as storage:
+        await storage.set("k", "prior")
+        raw = await server.connect()
+        try:
+            async with raw.transaction():
+                await raw.execute(f"SELECT 1 FROM {server.table} WHERE key = 'k' FOR UPDATE")
+                with anyio.fail_after(5), pytest.raises(StorageBusyError, match="lock_timeout"):
+                    await storage.update("k", lambda cur: "new")
+        finally:
+            await raw.close()
+        assert await storage.get("k") == "prior"
+        assert await storage.update("k", lambda cur: cur + "+1") == "prior+1"
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_update_failing_on_a_missing_key_leaves_no_row(server: Server) -> None:
+    """When every queued update of a missing key fails, the row inserted to lock it is
+    rolled back: no row, no empty value left behind."""
+    async with await open_storage(server.url) as storage:
+
+        def fail(current: Any) -> Any:
+            raise KeyError("nope")
+
+        with pytest.raises(KeyError):
+            await storage.update("ghost", fail)
+        assert await server.scalar(f"SELECT count(*) FROM {server.table}") == 0
