@@ -1,0 +1,442 @@
+"""``noetic-scratchpad``: run the demo and inspect or reset stored scratchpads.
+
+Exit codes: 0 success, 1 a runtime error (one line on stderr), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+from . import __version__
+from .errors import ScratchpadError
+from .events import ScratchpadEvent, UpdateApplied, UpdateRejected
+from .items import FunctionCall, Item, LLMResponse, Message
+from .layer import scratchpad
+from .render import render_block
+from .runtime import Agent, AgentHarness, ModelRequest, ScriptedModel, Turn
+from .storage import open_storage, resolve_storage_url, scope_prefix
+
+__all__ = ("main",)
+
+PROG = "noetic-scratchpad"
+DEFAULT_STORAGE = "sqlite:///scratchpad.db"
+STATE_SUFFIX = "/state"
+
+
+class CliError(Exception):
+    """A failure to report as one line on stderr, exit code 1."""
+
+
+# -- storage helpers -----------------------------------------------------------------------
+
+
+def storage_url(args: argparse.Namespace) -> str:
+    return resolve_storage_url(args.storage, default=DEFAULT_STORAGE)
+
+
+def sqlite_file_missing(url: str) -> str | None:
+    """The path of a ``sqlite://`` database that does not exist yet, else ``None``.
+
+    Inspecting must not create an empty database as a side effect.
+    """
+    if not url.lower().startswith("sqlite:"):
+        return None
+    from .storage.sqlite import parse_sqlite_url
+
+    path = parse_sqlite_url(url).path
+    return None if os.path.exists(path) else path
+
+
+def scope_of(args: argparse.Namespace) -> tuple[str, str]:
+    """``("thread", id)`` or ``("resource", id)`` from ``--thread`` / ``--resource``."""
+    if args.thread is not None:
+        return "thread", args.thread
+    return "resource", args.resource
+
+
+def state_key(layer_id: str, scope_key: str) -> str:
+    if not scope_key:
+        raise CliError("the thread or resource id must not be empty")
+    return scope_prefix(layer_id, scope_key) + "state"
+
+
+# -- show ----------------------------------------------------------------------------------
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    url = storage_url(args)
+    kind, scope_key = scope_of(args)
+    missing = sqlite_file_missing(url)
+    if missing is not None:
+        raise CliError(f"no database at {missing}; nothing is stored yet (try `{PROG} demo`)")
+    backend = await open_storage(url)
+    try:
+        state = await backend.get(state_key(args.layer, scope_key))
+    finally:
+        await backend.aclose()
+    if state is None:
+        raise CliError(
+            f"no {args.layer} stored for {kind} {scope_key!r} in {url}; "
+            f"`{PROG} list` shows what is stored"
+        )
+    if args.json:
+        print(json.dumps(state, indent=2, ensure_ascii=False))
+    else:
+        print(render_block(state) if isinstance(state, str | dict) else json.dumps(state))
+    return 0
+
+
+# -- list ----------------------------------------------------------------------------------
+
+
+async def stored_scopes(url: str, layer_id: str) -> list[dict[str, Any]]:
+    if sqlite_file_missing(url) is not None:
+        return []
+    prefix = f"layers/{layer_id}/"
+    backend = await open_storage(url)
+    try:
+        infos = await backend.describe(prefix)
+    finally:
+        await backend.aclose()
+    return [
+        {
+            "scope_key": info.key[len(prefix) : -len(STATE_SUFFIX)],
+            "layer_id": layer_id,
+            "size": info.size,
+            "updated_at": _iso(info.updated_at),
+        }
+        for info in infos
+        if info.key.endswith(STATE_SUFFIX)
+    ]
+
+
+async def cmd_list(args: argparse.Namespace) -> int:
+    url = storage_url(args)
+    rows = await stored_scopes(url, args.layer)
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print(f"No {args.layer} is stored in {url}.")
+        return 0
+    width = max(len("SCOPE"), *(len(row["scope_key"]) for row in rows))
+    print(f"{'SCOPE':<{width}}  {'SIZE':>9}  LAST WRITE (UTC)")
+    for row in rows:
+        when = row["updated_at"].replace("T", " ").removesuffix("Z")
+        print(f"{row['scope_key']:<{width}}  {_size(row['size']):>9}  {when}")
+    print(f"{len(rows)} scope(s) in {url}")
+    return 0
+
+
+# -- reset ---------------------------------------------------------------------------------
+
+
+async def cmd_reset(args: argparse.Namespace) -> int:
+    url = storage_url(args)
+    if args.all:
+        prefix, what = f"layers/{args.layer}/", f"every {args.layer} (all threads and resources)"
+    else:
+        kind, scope_key = scope_of(args)
+        state_key(args.layer, scope_key)  # checks the id
+        prefix, what = (
+            scope_prefix(args.layer, scope_key),
+            f"the {args.layer} of {kind} {scope_key!r}",
+        )
+    if sqlite_file_missing(url) is not None:
+        print(f"Nothing to reset: {url} holds nothing yet.")
+        return 0
+    backend = await open_storage(url)
+    try:
+        keys = await backend.list(prefix)
+        if not keys:
+            print(f"Nothing to reset: no {what.removeprefix('the ')} in {url}.")
+            return 0
+        if not args.yes:
+            confirm(f"Delete {what} in {url} ({len(keys)} key(s))? [y/N] ")
+        for key in keys:
+            await backend.delete(key)
+    finally:
+        await backend.aclose()
+    print(f"Deleted {what} ({len(keys)} key(s)).")
+    return 0
+
+
+def confirm(question: str) -> None:
+    if not sys.stdin.isatty():
+        raise CliError(
+            "refusing to delete without confirmation: stdin is not a terminal; pass --yes"
+        )
+    try:
+        answer = input(question)
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise CliError("cancelled; nothing was deleted")
+
+
+# -- demo ----------------------------------------------------------------------------------
+
+
+class TaskNotes(BaseModel):
+    """The demo's scratchpad schema (the seed's example)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    currentGoal: str
+    completedSteps: list[str]
+    blockers: list[str]
+
+
+def call(call_id: str, **arguments: Any) -> FunctionCall:
+    return FunctionCall(call_id=call_id, name="scratchpad/update", arguments=json.dumps(arguments))
+
+
+def correct_blockers(request: ModelRequest) -> list[Item]:
+    """The scripted model reads its rejected call's error and sends a list instead."""
+    last = request.last_output
+    if last is not None and last.is_error:
+        return [call("call_4", blockers=["The staging database is read-only"])]
+    return [Message(role="assistant", content="Noted.")]
+
+
+DEMO_RUNS: list[tuple[str, list[Turn]]] = [
+    (
+        "We need to ship v2 of the billing service today.",
+        [
+            [
+                Message(role="assistant", content="Let me write the plan down first."),
+                call(
+                    "call_1",
+                    currentGoal="Ship billing service v2",
+                    completedSteps=["Wrote the release notes"],
+                ),
+            ],
+            "Plan noted. Next I'll run the database migration on staging.",
+        ],
+    ),
+    (
+        "The migration failed: the staging database is read-only.",
+        [
+            [call("call_3", blockers="The staging database is read-only")],
+            correct_blockers,
+            "Blocker recorded. Could someone grant write access to staging?",
+        ],
+    ),
+    (
+        "Done: the DBA granted write access and I re-ran the migration.",
+        [
+            [
+                call(
+                    "call_5",
+                    completedSteps=["Wrote the release notes", "Ran the staging migration"],
+                    blockers=[],
+                )
+            ],
+            "Staging is migrated and nothing blocks us. Next: deploy to production.",
+        ],
+    ),
+]
+
+
+async def cmd_demo(args: argparse.Namespace) -> int:
+    url = storage_url(args)
+    out = Printer()
+    turns = [turn for _, run_turns in DEMO_RUNS for turn in run_turns]
+    scripted = ScriptedModel(turns)
+    shown: list[str] = []
+
+    async def model(request: ModelRequest) -> LLMResponse:
+        block = next(
+            (
+                item.content
+                for item in request.items
+                if isinstance(item, Message) and item.content.startswith("<scratchpad>")
+            ),
+            None,
+        )
+        if block is None:
+            out("   (the scratchpad is empty: no <scratchpad> block in the prompt)")
+        elif shown and shown[-1] == block:
+            out("   (the model sees the same <scratchpad> block as before)")
+        else:
+            out("   the model sees:")
+            out("\n".join(f"     | {line}" for line in block.splitlines()))
+        shown.append(block or "")
+        response = await scripted(request)
+        for item in response.items:
+            if isinstance(item, FunctionCall):
+                out(f"   assistant calls {item.name} {item.arguments}")
+        return response
+
+    harness = AgentHarness(
+        name="demo",
+        agent=Agent(model=model, instructions="You are a careful release engineer."),
+        params={},
+        context_layers=[scratchpad(schema=TaskNotes)],
+        storage=url,
+    )
+    async with harness:
+        await harness.storage.delete(state_key("scratchpad", args.thread))
+        out(f"Scratchpad demo on {url}, thread {args.thread!r} (reset first).")
+        out("Schema: TaskNotes {currentGoal: str, completedSteps: [str], blockers: [str]}")
+        unsubscribe = harness.events.subscribe(out.event)
+        try:
+            for number, (text, _) in enumerate(DEMO_RUNS, start=1):
+                out()
+                out(f"[turn {number}] user: {text}")
+                result = await harness.run(text, thread_id=args.thread)
+                out(f"   assistant: {result.output}")
+        finally:
+            unsubscribe()
+        final = await harness.read_state("scratchpad", thread_id=args.thread)
+    out()
+    out("Stored scratchpad:")
+    out(json.dumps(final, indent=2, ensure_ascii=False))
+    out()
+    storage_flag = "" if args.storage is None else f" --storage {args.storage}"
+    out(f"Inspect it: {PROG} show --thread {args.thread}{storage_flag}")
+    return 0
+
+
+class Printer:
+    """Writes the demo's lines to stdout as they happen."""
+
+    def __call__(self, text: str = "") -> None:
+        print(text, flush=True)
+
+    def event(self, event: ScratchpadEvent) -> None:
+        if isinstance(event, UpdateApplied):
+            self(f"   + scratchpad updated by {event.source}: {', '.join(event.keys) or '-'}")
+        elif isinstance(event, UpdateRejected):
+            self(f"   ! update rejected by the {event.hook} path ({event.reason}): {event.message}")
+
+
+# -- the parser ------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="An agent's working memory: run the demo, inspect and reset scratchpads.",
+        epilog=f"Storage: --storage URL, else $NOETIC_SCRATCHPAD_STORAGE, else {DEFAULT_STORAGE}.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="library log messages on stderr at or above this level "
+        "(default: warning; error for demo, which prints every diagnostic itself)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    storage = argparse.ArgumentParser(add_help=False)
+    storage.add_argument(
+        "--storage",
+        metavar="URL",
+        help=f"memory://, sqlite:///path.db or postgresql://... (default: {DEFAULT_STORAGE})",
+    )
+    layer = argparse.ArgumentParser(add_help=False)
+    layer.add_argument("--layer", default="scratchpad", help="layer id (default: scratchpad)")
+
+    demo = commands.add_parser(
+        "demo",
+        parents=[storage],
+        help="run a scripted agent conversation and watch its scratchpad",
+        description="Run a scripted three-turn conversation (no API key needed) with a "
+        "TaskNotes scratchpad, printing each <scratchpad> block the model sees and each "
+        "update or rejection as it happens. The demo thread is reset first.",
+    )
+    demo.add_argument("--thread", default="demo", help="thread id to use (default: demo)")
+    demo.set_defaults(handler=cmd_demo)
+
+    show = commands.add_parser(
+        "show",
+        parents=[storage, layer],
+        help="print one stored scratchpad",
+        description="Print the scratchpad of one thread or resource as the model sees it.",
+    )
+    add_scope(show, allow_all=False)
+    show.add_argument("--json", action="store_true", help="print the stored state as JSON")
+    show.set_defaults(handler=cmd_show)
+
+    listing = commands.add_parser(
+        "list",
+        parents=[storage, layer],
+        help="list stored scratchpads with their sizes and last writes",
+        description="List every stored scope (thread or resource id), its size and last write.",
+    )
+    listing.add_argument("--json", action="store_true", help="print the list as JSON")
+    listing.set_defaults(handler=cmd_list)
+
+    reset = commands.add_parser(
+        "reset",
+        parents=[storage, layer],
+        help="delete stored scratchpads",
+        description="Delete the scratchpad of one thread or resource, or all of them. Asks "
+        "first; without a terminal it refuses unless --yes is given.",
+    )
+    add_scope(reset, allow_all=True)
+    reset.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    reset.set_defaults(handler=cmd_reset)
+    return parser
+
+
+def add_scope(parser: argparse.ArgumentParser, *, allow_all: bool) -> None:
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--thread", metavar="ID", help="a thread id (thread-scoped scratchpads)")
+    group.add_argument(
+        "--resource", metavar="ID", help="a resource id, such as a user (resource scope)"
+    )
+    if allow_all:
+        group.add_argument("--all", action="store_true", help="every thread and resource")
+
+
+def configure_logging(level: str) -> None:
+    """Library warnings go to stderr, so stdout carries only the command's output."""
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits with 2 on a usage error
+    configure_logging(args.log_level or ("error" if args.command == "demo" else "warning"))
+    handler: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.handler
+    try:
+        return asyncio.run(handler(args))
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one line, no traceback: the message says what to do
+        message = str(exc)
+        if not isinstance(exc, CliError | ScratchpadError | OSError | ValueError):
+            message = f"{type(exc).__name__}: {message}"
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        return 1
+
+
+def _iso(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
+
+
+def _size(size: int) -> str:
+    return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KiB"
