@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import anyio
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
@@ -97,10 +97,11 @@ def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
             f"{display!r} is not a PostgreSQL URL; use postgresql://user@host:5432/dbname"
         )
     ours: dict[str, str] = {}
-    passed: list[tuple[str, str]] = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+    passed: list[str] = []  # kept as written: asyncpg decodes them itself
+    for segment in filter(None, parts.query.split("&")):
+        [(name, value)] = parse_qsl(segment, keep_blank_values=True) or [(segment, "")]
         if name not in _OUR_PARAMS:
-            passed.append((name, value))
+            passed.append(segment)
         elif name in ours:
             raise StorageConfigError(f"the storage URL {display!r} gives {name!r} twice")
         else:
@@ -128,7 +129,7 @@ def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
             f"min_size={min_size} is larger than the pool's maximum ({max_size}); "
             "lower min_size or raise pool_size"
         )
-    dsn = urlunsplit(parts._replace(query=urlencode(passed)))
+    dsn = urlunsplit(parts._replace(query="&".join(passed)))
     return PostgresSettings(dsn, table, min_size, max_size, _redact(dsn))
 
 

@@ -37,22 +37,20 @@ def _postgres_module() -> Any:
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
 def test_url_forms_strip_own_parameters(scheme: str) -> None:
     """Both schemes are accepted; table and pool sizes are read from the query string and
-    removed from the DSN given to asyncpg, other parameters pass through, and the password
-    never appears in the display form."""
+    removed from the DSN given to asyncpg, other parameters pass through as written, and the
+    password never appears in the display form."""
     pg = _postgres_module()
     settings = pg.parse_postgres_url(
         f"{scheme}://app:s3cret@db.example:6543/prod"
         "?table=tenant_a.notes&pool_size=7&min_size=2&sslmode=require&application_name=web"
+        "&options=-c%20search_path%3Dapp"
     )
     assert settings.table == "tenant_a.notes"
     assert settings.quoted_table == '"tenant_a"."notes"'
     assert (settings.min_size, settings.max_size) == (2, 7)
-    assert settings.dsn == (
-        f"{scheme}://app:s3cret@db.example:6543/prod?sslmode=require&application_name=web"
-    )
-    assert settings.display == (
-        f"{scheme}://app:***@db.example:6543/prod?sslmode=require&application_name=web"
-    )
+    passed = "sslmode=require&application_name=web&options=-c%20search_path%3Dapp"
+    assert settings.dsn == f"{scheme}://app:s3cret@db.example:6543/prod?{passed}"
+    assert settings.display == f"{scheme}://app:***@db.example:6543/prod?{passed}"
 
 
 def test_url_defaults() -> None:
