@@ -1,0 +1,352 @@
+"""KeyedBatcher: per-key order, independent keys, combining, cancellation, registry cleanup.
+
+Each behaviour is a scenario coroutine, run on asyncio (pytest-asyncio) by its own test and
+under trio by ``test_scenarios_under_trio``: the batcher is built on anyio primitives only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from noetic_scratchpad.locks import KeyedBatcher
+
+
+class Recorder:
+    """A batch runner that records every batch and can hold a batch open until released."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[str, list[Any]]] = []
+        self.hold: dict[str, anyio.Event] = {}
+        self.started: dict[str, anyio.Event] = {}
+        self.after_batch: Callable[[str, list[Any]], None] | None = None
+
+    def block(self, key: str) -> None:
+        """The next batches of ``key`` wait for :meth:`release`."""
+        self.hold[key] = anyio.Event()
+        self.started[key] = anyio.Event()
+
+    def release(self, key: str) -> None:
+        self.hold.pop(key).set()
+
+    async def __call__(self, key: str, jobs: list[Any]) -> Sequence[Any]:
+        self.batches.append((key, list(jobs)))
+        if key in self.started:
+            self.started[key].set()
+        if key in self.hold:
+            await self.hold[key].wait()
+        if self.after_batch is not None:
+            self.after_batch(key, jobs)
+        return [
+            ValueError(f"job {job} refused") if isinstance(job, str) and "bad" in job else job
+            for job in jobs
+        ]
+
+
+async def bounded(scenario: Callable[[], Awaitable[None]]) -> None:
+    """Run ``scenario`` with a deadline, so a batcher that hangs fails the test instead."""
+    with anyio.fail_after(20):
+        await scenario()
+
+
+async def wait_until(predicate: Callable[[], bool]) -> None:
+    """Yield to the loop until ``predicate()`` holds (bounded, so a bug fails fast)."""
+    with anyio.fail_after(5):
+        while not predicate():  # polls state no event announces
+            await anyio.lowlevel.checkpoint()
+
+
+async def scenario_order_per_key() -> None:
+    recorder = Recorder()
+    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder)
+    results: dict[int, Any] = {}
+
+    async def submit(index: int) -> None:
+        results[index] = await batcher.submit("k", index)
+
+    recorder.block("k")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit, 0)
+        await recorder.started["k"].wait()
+        for index in range(1, 20):
+            tg.start_soon(submit, index)
+            await wait_until(lambda index=index: _queued(batcher, "k") == index)
+        recorder.release("k")
+    ran = [job for key, jobs in recorder.batches for job in jobs]
+    assert ran == list(range(20))
+    assert results == {index: index for index in range(20)}
+    assert len(batcher) == 0
+
+
+@pytest.mark.asyncio
+async def test_order_per_key() -> None:
+    """Jobs of one key run in the order they were submitted, and each gets its own result."""
+    await bounded(scenario_order_per_key)
+
+
+async def scenario_keys_independent() -> None:
+    recorder = Recorder()
+    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder)
+    recorder.block("slow")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(batcher.submit, "slow", "s1")
+        await recorder.started["slow"].wait()
+        with anyio.fail_after(2):
+            assert await batcher.submit("fast", "f1") == "f1"
+            assert await batcher.submit("fast", "f2") == "f2"
+        assert len(batcher) == 1  # only "slow" still running
+        recorder.release("slow")
+    assert [key for key, _ in recorder.batches] == ["slow", "fast", "fast"]
+    assert len(batcher) == 0
+
+
+@pytest.mark.asyncio
+async def test_keys_do_not_wait_for_each_other() -> None:
+    """While a batch of one key is blocked, jobs of another key run to completion."""
+    await bounded(scenario_keys_independent)
+
+
+async def scenario_combining() -> None:
+    recorder = Recorder()
+    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder, max_batch=4)
+    results: dict[int, Any] = {}
+
+    async def submit(index: int) -> None:
+        results[index] = await batcher.submit("k", index)
+
+    recorder.block("k")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit, 0)
+        await recorder.started["k"].wait()
+        for index in range(1, 11):
+            tg.start_soon(submit, index)
+            await wait_until(lambda index=index: _queued(batcher, "k") == index)
+        assert results == {}
+        recorder.release("k")
+    assert [jobs for _, jobs in recorder.batches] == [[0], [1, 2, 3, 4], [5, 6, 7, 8], [9, 10]]
+    assert results == {index: index for index in range(11)}
+    assert len(batcher) == 0
+
+
+@pytest.mark.asyncio
+async def test_jobs_queued_during_a_batch_run_as_one_batch() -> None:
+    """Jobs that arrive while a batch runs are combined into the next batch (up to
+    ``max_batch`` per batch), in arrival order."""
+    await bounded(scenario_combining)
+
+
+def _queued(batcher: KeyedBatcher[Any, Any, Any], key: Any) -> int:
+    queue = batcher._queues.get(key)
+    return 0 if queue is None else len(queue.waiting)
+
+
+async def scenario_errors_isolated() -> None:
+    recorder = Recorder()
+    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder)
+    outcomes: dict[str, Any] = {}
+
+    async def submit(job: str) -> None:
+        try:
+            outcomes[job] = await batcher.submit("k", job)
+        except ValueError as exc:
+            outcomes[job] = str(exc)
+
+    recorder.block("k")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit, "first")
+        await recorder.started["k"].wait()
+        for count, job in enumerate(("ok-1", "bad-2", "ok-3"), start=1):
+            tg.start_soon(submit, job)
+            await wait_until(lambda count=count: _queued(batcher, "k") == count)
+        recorder.release("k")
+    assert recorder.batches[1] == ("k", ["ok-1", "bad-2", "ok-3"])
+    assert outcomes == {
+        "first": "first",
+        "ok-1": "ok-1",
+        "bad-2": "job bad-2 refused",
+        "ok-3": "ok-3",
+    }
+    assert len(batcher) == 0
+
+
+@pytest.mark.asyncio
+async def test_errors_are_isolated_per_job() -> None:
+    """A job that fails gets its own exception; the other jobs of its batch get their results."""
+    await bounded(scenario_errors_isolated)
+
+
+async def scenario_runner_failure() -> None:
+    async def broken(key: str, jobs: list[Any]) -> Sequence[Any]:
+        raise OSError("disk gone")
+
+    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(broken)
+    with pytest.raises(OSError, match="disk gone"):
+        await batcher.submit("k", 1)
+    assert len(batcher) == 0
+
+
+@pytest.mark.asyncio
+async def test_a_failing_runner_fails_its_batch_and_frees_the_key() -> None:
+    """When the runner itself raises, every job of the batch gets that error and the key is
+    forgotten, so later jobs are not stuck."""
+    await bounded(scenario_runner_failure)
+
+
+async def scenario_cancel_queued() -> None:
+    recorder = Recorder()
+    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder)
+    results: dict[str, Any] = {}
+    cancelled = anyio.CancelScope()
+
+    async def submit(job: str, scope: anyio.CancelScope | None = None) -> None:
+        with scope or anyio.CancelScope():
+            results[job] = await batcher.submit("k", job)
+
+    recorder.block("k")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit, "leader")
+        await recorder.started["k"].wait()
+        tg.start_soon(submit, "cancelled", cancelled)
+        await wait_until(lambda: _queued(batcher, "k") == 1)
+        tg.start_soon(submit, "kept")
+        await wait_until(lambda: _queued(batcher, "k") == 2)
+        cancelled.cancel()
+        await wait_until(lambda: _queued(batcher, "k") == 1)
+        recorder.release("k")
+    assert cancelled.cancelled_caught
+    assert [jobs for _, jobs in recorder.batches] == [["leader"], ["kept"]]
+    assert results == {"leader": "leader", "kept": "kept"}
+    assert len(batcher) == 0
+
+
+@pytest.mark.asyncio
+async def test_cancelled_queued_waiter_never_runs() -> None:
+    """A job cancelled while it waits in the queue is removed: it never runs, the jobs
+    behind it still do, and the key is forgotten afterwards."""
+    await bounded(scenario_cancel_queued)
+
+
+async def scenario_cancel_handoff() -> None:
+    recorder = Recorder()
+    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder, max_batch=1)
+    results: dict[str, Any] = {}
+    heir = anyio.CancelScope()
+
+    async def submit(job: str, scope: anyio.CancelScope | None = None) -> None:
+        with scope or anyio.CancelScope():
+            results[job] = await batcher.submit("k", job)
+
+    def cancel_heir(key: str, jobs: list[Any]) -> None:
+        # The first batch ends: its leader is about to hand leadership to "heir".
+        if jobs == ["leader"]:
+            heir.cancel()
+
+    recorder.after_batch = cancel_heir
+    recorder.block("k")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit, "leader")
+        await recorder.started["k"].wait()
+        tg.start_soon(submit, "heir", heir)
+        await wait_until(lambda: _queued(batcher, "k") == 1)
+        tg.start_soon(submit, "next")
+        await wait_until(lambda: _queued(batcher, "k") == 2)
+        recorder.release("k")
+    assert heir.cancelled_caught
+    assert [jobs for _, jobs in recorder.batches] == [["leader"], ["next"]]
+    assert results == {"leader": "leader", "next": "next"}
+    assert len(batcher) == 0
+
+
+@pytest.mark.asyncio
+async def test_cancelled_heir_hands_leadership_on() -> None:
+    """A waiter cancelled just as it is made leader passes leadership to the next waiter:
+    the queue keeps moving, the cancelled job never runs, and the key is forgotten."""
+    await bounded(scenario_cancel_handoff)
+
+
+async def scenario_leader_cancelled_mid_batch() -> None:
+    recorder = Recorder()
+    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder)
+    leader_scope = anyio.CancelScope()
+    results: dict[str, Any] = {}
+
+    async def submit(job: str, scope: anyio.CancelScope | None = None) -> None:
+        with scope or anyio.CancelScope():
+            results[job] = await batcher.submit("k", job)
+
+    recorder.block("k")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit, "leader", leader_scope)
+        await recorder.started["k"].wait()
+        tg.start_soon(submit, "rider")
+        await wait_until(lambda: _queued(batcher, "k") == 1)
+        leader_scope.cancel()
+        await anyio.lowlevel.checkpoint()
+        recorder.release("k")
+    # The batch ran to its end although its leader was cancelled; the rider's job ran too.
+    assert [jobs for _, jobs in recorder.batches] == [["leader"], ["rider"]]
+    assert results["rider"] == "rider"
+    assert len(batcher) == 0
+
+
+@pytest.mark.asyncio
+async def test_cancelling_a_leader_does_not_abandon_its_batch() -> None:
+    """Cancelling the task that leads a running batch lets the batch finish (it is shielded)
+    and the jobs queued behind it still run."""
+    await bounded(scenario_leader_cancelled_mid_batch)
+
+
+async def scenario_registry_empties() -> None:
+    recorder = Recorder()
+    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder)
+    async with anyio.create_task_group() as tg:
+        for index in range(10_000):
+            tg.start_soon(batcher.submit, f"scope-{index}", index + 1)
+            tg.start_soon(batcher.submit, f"scope-{index}", -index - 1)
+    ran = sorted(job for _, jobs in recorder.batches for job in jobs)
+    assert ran == [*range(-10_000, 0), *range(1, 10_001)]
+    assert len(batcher) == 0
+    assert batcher._queues == {}
+
+
+@pytest.mark.asyncio
+async def test_registry_empties_after_many_keys() -> None:
+    """After jobs on 10,000 distinct keys finish, the batcher remembers no key."""
+    await bounded(scenario_registry_empties)
+
+
+def test_max_batch_must_be_positive() -> None:
+    """max_batch below 1 is refused at construction with a message naming the value."""
+    with pytest.raises(ValueError, match="max_batch must be at least 1, not 0"):
+        KeyedBatcher(Recorder(), max_batch=0)
+
+
+SCENARIOS: list[Callable[[], Awaitable[None]]] = [
+    scenario_order_per_key,
+    scenario_keys_independent,
+    scenario_combining,
+    scenario_errors_isolated,
+    scenario_runner_failure,
+    scenario_cancel_queued,
+    scenario_cancel_handoff,
+    scenario_leader_cancelled_mid_batch,
+    scenario_registry_empties,
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "trio"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda fn: fn.__name__)
+async def test_scenarios_under_trio(
+    anyio_backend: str, scenario: Callable[[], Awaitable[None]]
+) -> None:
+    """Every scenario above holds under trio as well."""
+    await bounded(scenario)
