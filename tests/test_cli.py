@@ -1,0 +1,176 @@
+"""The ``noetic-scratchpad`` command, run as a subprocess like a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m noetic_scratchpad ARGS`` in ``cwd`` with no storage in the env."""
+    env = {k: v for k, v in os.environ.items() if k != "NOETIC_SCRATCHPAD_STORAGE"}
+    return subprocess.run(
+        [sys.executable, "-m", "noetic_scratchpad", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+FINAL_STATE = {
+    "currentGoal": "Ship billing service v2",
+    "completedSteps": ["Wrote the release notes", "Ran the staging migration"],
+    "blockers": [],
+}
+
+
+def test_demo_runs_on_the_default_sqlite_file_and_shows_blocks_and_updates(
+    tmp_path: Path,
+) -> None:
+    """``demo`` writes ./scratchpad.db, prints each block the model sees, every applied
+    update, the one rejected update and the final state; stderr stays clean."""
+    result = cli("demo", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert (tmp_path / "scratchpad.db").exists()
+    out = result.stdout
+    assert "Scratchpad demo on sqlite:///scratchpad.db, thread 'demo'" in out
+    assert out.count("[turn ") == 3
+    assert out.count("   + scratchpad updated by tool:") == 3
+    assert out.count("   ! update rejected by the tool path (schema):") == 1
+    assert "blockers: Input should be a valid list" in out
+    assert out.count("   the model sees:") == 3
+    assert "     | <scratchpad>" in out
+    assert out.index("! update rejected") < out.index('{"blockers": ["The staging database')
+    final = out[out.index("Stored scratchpad:\n") + len("Stored scratchpad:\n") :]
+    assert json.loads(final[: final.index("\n\nInspect it:")]) == FINAL_STATE
+
+    again = cli("demo", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == out
+
+
+def test_show_list_and_reset_after_the_demo(tmp_path: Path) -> None:
+    """``show`` prints the block or JSON, ``list`` the scope with size and time, ``reset
+    --yes`` deletes it, after which ``show`` fails with exit code 1."""
+    url = f"sqlite:///{tmp_path / 'data' / 'pad.db'}"
+    (tmp_path / "data").mkdir()
+    assert cli("demo", "--storage", url, "--thread", "t-1", cwd=tmp_path).returncode == 0
+
+    shown = cli("show", "--thread", "t-1", "--storage", url, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("<scratchpad>\n{\n")
+    assert shown.stdout.endswith("</scratchpad>\n")
+    as_json = cli("show", "--resource", "t-1", "--json", "--storage", url, cwd=tmp_path)
+    assert json.loads(as_json.stdout) == FINAL_STATE
+
+    listed = cli("list", "--json", "--storage", url, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)
+    assert row["scope_key"] == "t-1"
+    assert row["layer_id"] == "scratchpad"
+    assert row["size"] == len(json.dumps(FINAL_STATE, separators=(",", ":")))
+    assert row["updated_at"].endswith("Z")
+    table = cli("list", "--storage", url, cwd=tmp_path).stdout.splitlines()
+    assert table[0].split() == ["SCOPE", "SIZE", "LAST", "WRITE", "(UTC)"]
+    assert table[1].split()[:3] == ["t-1", str(row["size"]), "B"]
+    assert table[-1] == f"1 scope(s) in {url}"
+
+    reset = cli("reset", "--thread", "t-1", "--yes", "--storage", url, cwd=tmp_path)
+    assert reset.returncode == 0, reset.stderr
+    assert reset.stdout == "Deleted the scratchpad of thread 't-1' (1 key(s)).\n"
+    gone = cli("show", "--thread", "t-1", "--storage", url, cwd=tmp_path)
+    assert gone.returncode == 1
+    assert gone.stdout == ""
+    assert gone.stderr.startswith("noetic-scratchpad: error: no scratchpad stored for thread")
+    assert gone.stderr.count("\n") == 1
+    assert json.loads(cli("list", "--json", "--storage", url, cwd=tmp_path).stdout) == []
+
+
+def test_reset_asks_and_refuses_without_a_terminal(tmp_path: Path) -> None:
+    """Without ``--yes`` and without a TTY, ``reset`` deletes nothing and exits 1."""
+    assert cli("demo", cwd=tmp_path).returncode == 0
+    refused = cli("reset", "--all", cwd=tmp_path, stdin="y\n")
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        "noetic-scratchpad: error: refusing to delete without confirmation: stdin is not a "
+        "terminal; pass --yes\n"
+    )
+    assert json.loads(cli("show", "--thread", "demo", "--json", cwd=tmp_path).stdout) == FINAL_STATE
+    done = cli("reset", "--all", "-y", cwd=tmp_path)
+    assert done.returncode == 0
+    assert done.stdout == "Deleted every scratchpad (all threads and resources) (1 key(s)).\n"
+
+
+def test_inspecting_a_missing_database_creates_nothing(tmp_path: Path) -> None:
+    """``list`` on a database that does not exist says so and creates no file; ``show``
+    fails with a hint; ``reset`` has nothing to do."""
+    listed = cli("list", cwd=tmp_path)
+    assert listed.returncode == 0
+    assert listed.stdout == "No scratchpad is stored in sqlite:///scratchpad.db.\n"
+    shown = cli("show", "--thread", "x", cwd=tmp_path)
+    assert shown.returncode == 1
+    assert "no database at scratchpad.db" in shown.stderr
+    reset = cli("reset", "--all", "--yes", cwd=tmp_path)
+    assert reset.returncode == 0
+    assert not (tmp_path / "scratchpad.db").exists()
+
+
+def test_usage_errors_exit_2_and_runtime_errors_exit_1(tmp_path: Path) -> None:
+    """A missing command or option is a usage error (2); a bad storage URL is a runtime
+    error (1) with one line on stderr and no traceback."""
+    missing = cli(cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "the following arguments are required: COMMAND" in missing.stderr
+    no_scope = cli("show", cwd=tmp_path)
+    assert no_scope.returncode == 2
+    assert "one of the arguments --thread --resource is required" in no_scope.stderr
+    bad = cli("show", "--thread", "t", "--storage", "bogus://x", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("noetic-scratchpad: error: unknown storage scheme 'bogus'")
+    assert bad.stderr.count("\n") == 1
+    assert "Traceback" not in bad.stderr
+
+
+def test_help_everywhere_and_version(tmp_path: Path) -> None:
+    """``--help`` works for the program and every command; ``--version`` prints it."""
+    from noetic_scratchpad import __version__
+
+    for command in ([], ["demo"], ["show"], ["list"], ["reset"]):
+        shown = cli(*command, "--help", cwd=tmp_path)
+        assert shown.returncode == 0
+        assert shown.stdout.startswith("usage: noetic-scratchpad")
+    assert "--storage URL" in cli("list", "--help", cwd=tmp_path).stdout
+    version = cli("--version", cwd=tmp_path)
+    assert version.stdout == f"noetic-scratchpad {__version__}\n"
+
+
+def test_storage_comes_from_the_environment(tmp_path: Path) -> None:
+    """With no ``--storage``, ``$NOETIC_SCRATCHPAD_STORAGE`` chooses the database."""
+    url = f"sqlite:///{tmp_path / 'env.db'}"
+    env = {**os.environ, "NOETIC_SCRATCHPAD_STORAGE": url}
+    result = subprocess.run(
+        [sys.executable, "-m", "noetic_scratchpad", "demo"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"Scratchpad demo on {url}" in result.stdout
+    assert (tmp_path / "env.db").exists()
+    assert not (tmp_path / "scratchpad.db").exists()
