@@ -473,3 +473,39 @@ async def test_sqlite_write_waits_for_a_lock_released_within_the_busy_timeout(
         assert await backend.get(STATE_KEY) == {**PRIOR, "goal": "after the lock"}
     finally:
         await backend.aclose()
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="KeyedBatcher shields the leader's batch, so the layer's write_timeout cannot "
+    "cut off a SQLite write that leads its batch; it waits the whole busy_timeout "
+    "(reported to the lead)",
+)
+@pytest.mark.asyncio
+async def test_write_timeout_bounds_a_sqlite_write_stuck_behind_a_lock(tmp_path: Path) -> None:
+    """A SQLite write that waits for another process's lock (busy_timeout 2 s) is cut off
+    by the layer's ``write_timeout`` (0.3 s): the caller gets the timeout error and a
+    ``timeout`` event long before the busy timeout, and the backend stays usable. The write
+    it abandoned goes on in the background and lands once the lock is released, which is
+    why the error says it may have been saved."""
+    path = tmp_path / "stuck.db"
+    backend = await open_storage(f"sqlite:///{path}?busy_timeout=2000&busy_retries=0")
+    try:
+        _, handle = await bind(scratchpad(write_timeout=0.3), backend)
+        await handle.update(PRIOR)
+        async with write_lock_held(path, STATE_KEY) as lock:
+            started = time.perf_counter()
+            with capture_events(handle.ctx.events) as events, pytest.raises(StorageError) as info:
+                await handle.update({"goal": "abandoned"})
+            waited = time.perf_counter() - started
+            assert await backend.get(STATE_KEY) == PRIOR
+            await lock.release()
+
+        assert 0.3 <= waited < 1.5
+        assert "did not answer within 0.3 s" in str(info.value)
+        assert [e.reason for e in events.of(UpdateRejected)] == ["timeout"]
+        # The writer is FIFO: this write queues behind the abandoned one, which lands first.
+        assert await handle.update({"steps": []}) == {**PRIOR, "goal": "abandoned", "steps": []}
+    finally:
+        await backend.aclose()
