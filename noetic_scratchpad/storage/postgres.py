@@ -27,9 +27,9 @@ import builtins
 import json
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import anyio
@@ -62,6 +62,23 @@ _DDL_LOCK_CLASS = 0x5C7A
 _LOCK_ATTEMPTS = 8
 _CLOSE_TIMEOUT = 10.0
 _JSONB_VERSION = b"\x01"  # jsonb's binary wire format is this byte, then the JSON text
+
+
+# What a failed call means for the stored data, as its error message says.
+_UNCHANGED = "nothing was changed"
+_ROLLED_BACK = "the transaction was rolled back: nothing was written, the stored value is intact"
+_UNCONFIRMED = (
+    "PostgreSQL may or may not have applied it before the connection failed; "
+    "read the key to find out"
+)
+# Failures after which a sent COMMIT may or may not have taken effect.
+_CONNECTION_LOST = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.OperatorInterventionError,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +148,6 @@ def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
         )
     dsn = urlunsplit(parts._replace(query="&".join(passed)))
     return PostgresSettings(dsn, table, min_size, max_size, _redact(dsn))
-
-
-class _Abandon(Exception):
-    """Every update of a batch failed: roll back, dropping a row the batch inserted."""
 
 
 class PostgresStorage(StorageBackend):
@@ -287,11 +300,11 @@ class PostgresStorage(StorageBackend):
 
     async def set(self, key: str, value: JsonValue) -> None:
         data = _encode(value)
-        async with self._connection("write", key) as conn:
+        async with self._connection("write", key, outcome=_UNCONFIRMED) as conn:
             await conn.execute(self._sql_set, key, data)
 
     async def delete(self, key: str) -> None:
-        async with self._connection("delete", key) as conn:
+        async with self._connection("delete", key, outcome=_UNCONFIRMED) as conn:
             await conn.execute(self._sql_delete, key)
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
@@ -359,7 +372,7 @@ class PostgresStorage(StorageBackend):
             finally:
                 await conn.close()
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            self._fail("drop the table", None, exc)
+            raise self._error("drop the table", exc, _UNCHANGED) from exc
 
     def __repr__(self) -> str:
         return f"PostgresStorage({self.settings.display!r}, table={self.settings.table!r})"
@@ -367,27 +380,24 @@ class PostgresStorage(StorageBackend):
     # -- the read-modify-write ------------------------------------------------------
 
     async def _run_batch(self, key: str, fns: builtins.list[UpdateFn]) -> builtins.list[Any]:
-        outcomes: builtins.list[Any] = []
-        async with self._connection("update", key) as conn:
+        async with self._connection("update", key, outcome=_ROLLED_BACK) as conn:
+            transaction = conn.transaction(isolation="read_committed")
+            await transaction.start()
             try:
-                async with conn.transaction(isolation="read_committed"):
-                    # The row lock is held from here to the commit.
-                    current = await self._lock_row(conn, key)
-                    data: bytes | None = None
-                    for fn in fns:
-                        try:
-                            new = fn(current)
-                            encoded = _encode(new)
-                        except Exception as exc:  # fails this update only
-                            outcomes.append(exc)
-                            continue
-                        current, data = new, encoded
-                        outcomes.append(new)
-                    if data is None:
-                        raise _Abandon
+                # The row lock is held from here to the end of the transaction.
+                outcomes, data = _apply(fns, await self._lock_row(conn, key))
+                if data is not None:
                     await conn.execute(self._sql_write, key, data)
-            except _Abandon:
-                pass
+            except BaseException:
+                await _rollback_quietly(transaction)
+                raise
+            if data is None:  # every update failed: also drops a row inserted to lock
+                await _rollback_quietly(transaction)
+                return outcomes
+            try:
+                await transaction.commit()
+            except _CONNECTION_LOST as exc:
+                raise self._error(f"commit of an update of {key!r}", exc, _UNCONFIRMED) from exc
         return outcomes
 
     async def _lock_row(self, conn: asyncpg.Connection, key: str) -> JsonValue | None:
@@ -427,32 +437,70 @@ class PostgresStorage(StorageBackend):
             )
 
     @asynccontextmanager
-    async def _connection(self, action: str, key: str | None = None) -> AsyncIterator[Any]:
-        """A pool connection; driver and network failures become :class:`StorageError`."""
+    async def _connection(
+        self, action: str, key: str | None = None, *, outcome: str = _UNCHANGED
+    ) -> AsyncIterator[Any]:
+        """A pool connection; driver and network failures become :class:`StorageError`
+        whose message ends with ``outcome``: what a failure means for the stored data."""
         self._check_open()
+        what = action if key is None else f"{action} of {key!r}"
         try:
-            async with self._pool.acquire() as conn:
-                yield conn
+            conn = await self._pool.acquire()
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise self._error(what, exc, "nothing was sent to the server") from exc
+        try:
+            yield conn
         except (asyncpg.LockNotAvailableError, asyncpg.QueryCanceledError) as exc:
-            what = f"{action} of {key!r}" if key is not None else action
             raise StorageBusyError(
                 f"PostgreSQL {what} in {self.settings.table!r} timed out waiting "
-                f"({type(exc).__name__}: {exc}); nothing was written. Another writer held "
-                "the row lock past lock_timeout/statement_timeout: retry, or raise them"
+                f"({type(exc).__name__}: {exc}); {outcome}. Another writer held the row "
+                "lock past lock_timeout or statement_timeout: retry, or raise them"
             ) from exc
-        except asyncpg.DataError as exc:
-            raise ValueError(f"PostgreSQL refused the value: {exc}") from exc
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            self._fail(action, key, exc)
+        except asyncpg.DataError as exc:  # SQLSTATE class 22, e.g. a NUL in a key
+            raise ValueError(f"PostgreSQL refused the key or value of {what}: {exc}") from exc
+        except asyncpg.InterfaceError as exc:
+            if isinstance(exc, ValueError):  # asyncpg could not encode an argument
+                raise ValueError(f"cannot send the arguments of {what}: {exc}") from exc
+            raise self._error(what, exc, outcome) from exc
+        except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+            raise self._error(what, exc, outcome) from exc
+        finally:
+            # A release that fails has terminated the connection; the pool opens a new one.
+            with suppress(Exception):
+                await self._pool.release(conn)
 
-    def _fail(self, action: str, key: str | None, exc: BaseException) -> NoReturn:
-        what = f"{action} of {key!r}" if key is not None else action
-        raise StorageError(
+    def _error(self, what: str, exc: BaseException, outcome: str) -> StorageError:
+        return StorageError(
             f"PostgreSQL {what} in {self.settings.table!r} at {self.settings.display!r} "
-            f"failed ({type(exc).__name__}: {exc}); the transaction was rolled back, so "
-            "nothing was written and the stored value is unchanged. Check that the server "
-            "is reachable; the pool reconnects on the next call"
-        ) from exc
+            f"failed ({type(exc).__name__}: {exc}); {outcome}. Check that the server is "
+            "reachable; the pool reconnects on the next call"
+        )
+
+
+def _apply(fns: Iterable[UpdateFn], current: Any) -> tuple[builtins.list[Any], bytes | None]:
+    """Run the queued updates in order, each on the result of the last one that worked.
+
+    Returns one outcome per update (its value, or the exception that fails it alone) and
+    the JSON text to write, ``None`` when no update worked.
+    """
+    outcomes: builtins.list[Any] = []
+    data: bytes | None = None
+    for fn in fns:
+        try:
+            new = fn(current)
+            encoded = _encode(new)
+        except Exception as exc:
+            outcomes.append(exc)
+            continue
+        current, data = new, encoded
+        outcomes.append(new)
+    return outcomes, data
+
+
+async def _rollback_quietly(transaction: Any) -> None:
+    # On a lost connection the server rolls the transaction back by itself.
+    with suppress(Exception):
+        await transaction.rollback()
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:

@@ -554,3 +554,62 @@ async def test_update_failing_on_a_missing_key_leaves_no_row(server: Server) -> 
         with pytest.raises(KeyError):
             await storage.update("ghost", fail)
         assert await server.scalar(f"SELECT count(*) FROM {server.table}") == 0
+
+
+async def _install_commit_trigger(server: Server, body: str) -> None:
+    """A deferred constraint trigger on the test table: its body runs inside COMMIT."""
+    function = f'"{server.settings.table}_at_commit"'
+    await server.execute(
+        f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql "
+        f"AS $$ BEGIN {body}; RETURN NULL; END $$; "
+        f"CREATE CONSTRAINT TRIGGER at_commit AFTER UPDATE ON {server.table} "
+        "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+        f"WHEN (NEW.value ? 'fault') EXECUTE FUNCTION {function}()"
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_connection_lost_during_commit_says_the_outcome_is_unknown(server: Server) -> None:
+    """When the connection dies while COMMIT runs (the server process ends itself inside
+    the commit), update raises StorageError saying the write may or may not have been
+    applied, since the client cannot know; here the server aborted it, so the prior value
+    is still there, and the next update works."""
+    async with await open_storage(server.url) as storage:
+        await storage.set("k", {"v": "prior"})
+        await _install_commit_trigger(server, "PERFORM pg_terminate_backend(pg_backend_pid())")
+        with pytest.raises(StorageError, match="may or may not have applied it") as info:
+            await storage.update("k", lambda cur: {**cur, "fault": True})
+        assert "commit of an update of 'k'" in str(info.value)
+        assert await storage.get("k") == {"v": "prior"}
+        assert await storage.update("k", lambda cur: {**cur, "after": 1}) == {
+            "v": "prior",
+            "after": 1,
+        }
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_commit_refused_by_the_server_is_rolled_back(server: Server) -> None:
+    """When PostgreSQL refuses the COMMIT itself (a deferred constraint fails), update
+    raises StorageError saying the transaction was rolled back, and the value is intact."""
+    async with await open_storage(server.url) as storage:
+        await storage.set("k", {"v": "prior"})
+        await _install_commit_trigger(server, "RAISE EXCEPTION 'refused at commit'")
+        with pytest.raises(StorageError, match="rolled back: nothing was written") as info:
+            await storage.update("k", lambda cur: {**cur, "fault": True})
+        assert "refused at commit" in str(info.value)
+        assert await storage.get("k") == {"v": "prior"}
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_key_postgres_cannot_hold_is_a_value_error(server: Server) -> None:
+    """A key with the character U+0000 (PostgreSQL text cannot hold it) is a ValueError for
+    set and update, and nothing is stored."""
+    async with await open_storage(server.url) as storage:
+        with pytest.raises(ValueError, match="PostgreSQL refused the key or value"):
+            await storage.set("bad\x00key", 1)
+        with pytest.raises(ValueError, match="PostgreSQL refused the key or value"):
+            await storage.update("bad\x00key", lambda cur: 1)
+        assert await storage.list() == []
