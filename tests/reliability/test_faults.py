@@ -509,3 +509,29 @@ async def test_write_timeout_bounds_a_sqlite_write_stuck_behind_a_lock(tmp_path:
         assert await handle.update({"steps": []}) == {**PRIOR, "goal": "abandoned", "steps": []}
     finally:
         await backend.aclose()
+
+
+@pytest.mark.anyio
+async def test_bad_subscribers_are_contained_under_trio(anyio_backend: str) -> None:
+    """Under trio, subscribers that raise or hang never fail or hold up a write, and a
+    hung async subscriber is abandoned after ``handler_timeout``."""
+    bus = EventBus(handler_timeout=0.1)
+    seen: list[str] = []
+
+    def raising(event: Any) -> None:
+        raise RuntimeError("sync subscriber broke")
+
+    async def hanging(event: Any) -> None:
+        await anyio.sleep_forever()
+
+    for handler in (raising, hanging, lambda event: seen.append(event.kind)):
+        bus.subscribe(handler)
+    backend = MemoryStorage()
+    _, handle = await bind(scratchpad(), backend, bus=bus)
+    with anyio.fail_after(2):
+        for index in range(5):
+            await handle.update({f"k{index}": index})
+        await bus.drain()
+
+    assert seen == ["update_applied"] * 5
+    assert await backend.get(STATE_KEY) == {f"k{index}": index for index in range(5)}

@@ -30,7 +30,7 @@ from noetic_scratchpad import (
 from noetic_scratchpad.items import FunctionCall, FunctionCallOutput
 from noetic_scratchpad.runtime import Agent, AgentHarness, ModelRequest, ScriptedModel
 from noetic_scratchpad.storage import MemoryStorage
-from noetic_scratchpad.testing import FaultyStorage, capture_events
+from noetic_scratchpad.testing import FaultyStorage, InjectedFault, capture_events
 
 from .helpers import write_lock_held
 
@@ -354,3 +354,27 @@ async def test_locked_sqlite_gives_the_model_an_error_and_the_run_goes_on(tmp_pa
     assert "nothing was written" in recorder.seen.output
     assert rejection(events).reason == "storage"
     assert after == {**PRIOR, "blockers": []}
+
+
+@pytest.mark.asyncio
+async def test_state_that_cannot_be_loaded_fails_the_run_before_the_model_is_called() -> None:
+    """When the backend fails to read the state at the start of a run, the run fails with
+    that error before the model is called (it would otherwise work without its notes), and
+    nothing stored changes. The next run, with the backend healthy, sees the state."""
+    backend = FaultyStorage(MemoryStorage())
+    await backend.inner.set("layers/scratchpad/t1/state", PRIOR)
+    model = ScriptedModel(["Done."])
+    harness = AgentHarness("a", Agent(model=model), context_layers=[scratchpad()], storage=backend)
+    async with harness:
+        backend.fail_on = {"get"}
+        with pytest.raises(InjectedFault) as info:
+            await harness.run("go", thread_id="t1")
+        assert info.value is backend.error
+        assert model.requests == []
+        backend.heal()
+        result = await harness.run("go", thread_id="t1")
+
+    assert result.output == "Done."
+    block = "<scratchpad>\n" + json.dumps(PRIOR, indent=2) + "\n</scratchpad>"
+    assert block in model.requests[0].messages("developer")
+    assert await backend.inner.get("layers/scratchpad/t1/state") == PRIOR
