@@ -44,20 +44,27 @@ class InvalidValueError(ValueError):
 def to_json_value(value: Any, *, max_depth: int = MAX_DEPTH) -> Any:
     """Return a JSON-safe copy of ``value`` without forbidden keys.
 
-    Tuples become lists. Raises :class:`InvalidValueError` for anything JSON cannot hold
-    exactly: non-string keys, NaN and infinities, bytes, sets, dates and other objects,
-    cycles, and nesting deeper than ``max_depth``.
+    Tuples become lists, and subclasses of str, int and float their plain type. Raises
+    :class:`InvalidValueError` for anything JSON cannot hold exactly: non-string keys, NaN
+    and infinities, bytes, sets, dates and other objects, cycles, and nesting deeper than
+    ``max_depth``.
     """
     return _to_json(value, "$", 0, max_depth, set())
 
 
 def _to_json(value: Any, path: str, depth: int, max_depth: int, seen: set[int]) -> Any:
-    if value is None or isinstance(value, str | bool | int):
+    if value is None or isinstance(value, bool):
         return value
+    # Subclasses (enums, numpy.float64, ...) become the plain type: a store must hold JSON,
+    # and orjson refuses float subclasses outright.
+    if isinstance(value, str):
+        return value if type(value) is str else str.__str__(value)
+    if isinstance(value, int):
+        return value if type(value) is int else int.__int__(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidValueError(f"{value} is not a JSON number", path)
-        return value
+        return value if type(value) is float else float.__float__(value)
     if not isinstance(value, dict | list | tuple):
         raise InvalidValueError(f"a {type(value).__name__} is not a JSON value", path)
     if id(value) in seen:
