@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import enum
 import json
 from datetime import datetime
 from typing import Any
@@ -236,3 +237,24 @@ def test_to_json_value_rejects_what_json_cannot_hold(value: Any, path: str, mess
 def test_to_json_value_accepts_the_cap_itself() -> None:
     """Nesting exactly ``MAX_DEPTH`` containers deep is allowed; one more is not."""
     assert depth_of(to_json_value(nested(MAX_DEPTH, 1))) == MAX_DEPTH
+
+
+class Ratio(float):
+    """Stands for numpy.float64 and the like: a float subclass orjson refuses."""
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+def test_to_json_value_turns_scalar_subclasses_into_plain_types() -> None:
+    """Enum members and float/int/str subclasses are stored as plain str, int and float."""
+    result = to_json_value({"r": Ratio(0.5), "c": Colour.RED, "l": [Level.HIGH], "b": True})
+
+    assert result == {"r": 0.5, "c": "red", "l": [3], "b": True}
+    assert [type(result["r"]), type(result["c"]), type(result["l"][0])] == [float, str, int]
+    assert type(result["b"]) is bool

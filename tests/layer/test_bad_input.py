@@ -246,3 +246,22 @@ async def test_a_bad_call_does_not_block_the_next_good_one(bind: Bind) -> None:
     await scope.handle.update({"goal": "still writable"})
 
     assert await scope.stored() == {**PRIOR, "goal": "still writable"}
+
+
+@pytest.mark.asyncio
+async def test_float_subclass_and_enum_values_are_stored_as_plain_json(bind: Bind) -> None:
+    """A float subclass (as numpy.float64 is) or an enum member is stored as its plain value,
+    not refused as a storage failure."""
+    import enum
+
+    class Ratio(float):
+        pass
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    scope = await bind(scratchpad())
+    await scope.handle.update({"ratio": Ratio(0.25), "level": Level.HIGH})
+
+    assert await scope.stored_bytes() == b'{"ratio":0.25,"level":3}'
+    assert [type(value) for value in scope.handle.state.values()] == [float, int]  # type: ignore[union-attr]
