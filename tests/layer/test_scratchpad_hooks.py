@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from noetic_scratchpad import (
     ExecutionContext,
     ScratchpadHandle,
+    ScratchpadValidationError,
     StateDiscarded,
     UpdateApplied,
     UpdateRejected,
@@ -458,3 +459,79 @@ async def test_resource_scope_uses_resource_id_else_thread_id(bind: Bind) -> Non
         "layers/scratchpad/t2/state",
         "layers/scratchpad/user-7/state",
     ]
+
+
+# -- events from the hooks ----------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_failing_subscribers_never_break_a_write(bind: Bind) -> None:
+    """A raising sync and a raising async subscriber are logged; the write and the store hook
+    still succeed and a well-behaved subscriber still sees every event."""
+    from structlog.testing import capture_logs
+
+    scope = await bind(scratchpad())
+    seen: list[str] = []
+
+    def broken(event: object) -> None:
+        raise RuntimeError("sync subscriber bug")
+
+    async def broken_async(event: object) -> None:
+        raise RuntimeError("async subscriber bug")
+
+    scope.ctx.events.subscribe(broken)
+    scope.ctx.events.subscribe(broken_async)
+    scope.ctx.events.subscribe(lambda event: seen.append(event.kind))
+
+    with capture_logs() as logs:
+        await scope.handle.update({"a": 1})
+        result = await scope.layer.hooks.store(
+            new_items=[call("c1", {"b": 2}), call("c2", "bad")], state="", ctx=scope.ctx
+        )
+        await scope.ctx.events.drain()
+
+    assert result is not None
+    assert await scope.stored() == {"a": 1, "b": 2}
+    assert seen == ["update_applied", "update_applied", "update_rejected"]
+    assert [log["event"] for log in logs].count("event handler failed") == 6
+
+
+@pytest.mark.asyncio
+async def test_events_name_the_layer_and_the_resource_scope(bind: Bind) -> None:
+    """Events of a resource-scoped scratchpad carry the resource id as scope_key."""
+    scope = await bind(scratchpad(scope="resource"), thread_id="t9", resource_id="user-7")
+
+    with capture_events(scope.ctx.events) as events:
+        await scope.handle.update({"a": 1})
+        await scope.layer.hooks.store(new_items=[call("c1", "[]")], state="", ctx=scope.ctx)
+        await scope.layer.hooks.recall(state={"x": "y" * 5000}, budget=100, ctx=scope.ctx)
+
+    assert [(e.kind, e.layer_id, e.scope_key, e.execution_id) for e in events] == [
+        ("update_applied", "scratchpad", "user-7", scope.ctx.execution_id),
+        ("update_rejected", "scratchpad", "user-7", scope.ctx.execution_id),
+        ("view_truncated", "scratchpad", "user-7", scope.ctx.execution_id),
+    ]
+
+
+@pytest.mark.asyncio
+async def test_typeddict_and_dataclass_schemas_gate_writes(bind: Bind) -> None:
+    """A TypedDict or dataclass schema accepts partial writes and rejects wrong types."""
+    import dataclasses
+
+    from typing_extensions import TypedDict
+
+    class Typed(TypedDict):
+        goal: str
+        count: int
+
+    @dataclasses.dataclass
+    class Data:
+        goal: str
+        count: int
+
+    for schema in (Typed, Data):
+        scope = await bind(scratchpad(schema=schema))
+        await scope.handle.update({"goal": "g"})
+        with pytest.raises(ScratchpadValidationError):
+            await scope.handle.update({"count": "many"})
+        assert await scope.stored() == {"goal": "g"}, schema
