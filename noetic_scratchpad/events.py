@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -172,26 +173,45 @@ class EventBus:
             except Exception:
                 logger.exception("event handler failed", handler=repr(handler))
             finally:
-                self._pending -= 1
-                if not self._pending and self._idle is not None:
-                    self._idle.set()
-                    self._idle = None
+                self._finished()
 
-        _start_background(run, self._tasks)
+        if not _start_background(run, self._tasks):
+            # emit from sync code or another thread: nothing could ever run the handler
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            logger.error(
+                "async event handler skipped: no event loop runs in this thread",
+                handler=repr(handler),
+            )
+            self._finished()
+
+    def _finished(self) -> None:
+        self._pending -= 1
+        if not self._pending and self._idle is not None:
+            self._idle.set()
+            self._idle = None
 
 
-def _start_background(fn: Callable[[], Awaitable[None]], tasks: set[asyncio.Task[None]]) -> None:
-    """Run ``fn`` in a task of its own on the running event loop (asyncio or trio)."""
+def _start_background(fn: Callable[[], Awaitable[None]], tasks: set[asyncio.Task[None]]) -> bool:
+    """Run ``fn`` in a task of its own on the running event loop (asyncio or trio).
+
+    Returns ``False`` when no event loop runs in this thread.
+    """
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio: the only other loop anyio runs on is trio
-        import trio
-
-        trio.lowlevel.spawn_system_task(fn)
-        return
+        trio = sys.modules.get("trio")  # never imported here: it is an optional dependency
+        if trio is None:
+            return False
+        try:
+            trio.lowlevel.spawn_system_task(fn)
+        except RuntimeError:  # not inside trio either
+            return False
+        return True
     task: asyncio.Task[None] = loop.create_task(fn())  # type: ignore[arg-type]  # a coroutine
     tasks.add(task)  # asyncio keeps only weak references to tasks
     task.add_done_callback(tasks.discard)
+    return True
 
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
