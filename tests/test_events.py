@@ -233,3 +233,44 @@ async def test_drain_returns_at_once_when_nothing_is_pending() -> None:
     """``drain`` with no async handler in flight does not wait."""
     with anyio.fail_after(1):
         await EventBus().drain()
+
+
+def test_emit_without_a_running_loop_never_raises() -> None:
+    """Emitting from sync code (no event loop) skips async handlers with a log line, closes
+    their coroutines (no "never awaited" warning) and still calls sync handlers."""
+    bus = EventBus()
+    seen: list[str] = []
+
+    async def async_handler(event: ScratchpadEvent) -> None:
+        seen.append("async")
+
+    bus.subscribe(async_handler)
+    bus.subscribe(lambda event: seen.append("sync"))
+
+    with capture_logs() as logs:
+        bus.emit(sample_events()[0])
+
+    assert seen == ["sync"]
+    assert [(log["event"], log["log_level"]) for log in logs] == [
+        ("async event handler skipped: no event loop runs in this thread", "error")
+    ]
+    assert bus._pending == 0
+
+
+@pytest.mark.asyncio
+async def test_emit_from_another_thread_never_raises() -> None:
+    """A worker thread (no loop of its own) may emit; drain does not wait for skipped work."""
+    bus = EventBus()
+    seen: list[str] = []
+
+    async def async_handler(event: ScratchpadEvent) -> None:
+        seen.append("async")
+
+    bus.subscribe(async_handler)
+    bus.subscribe(lambda event: seen.append("sync"))
+
+    await anyio.to_thread.run_sync(bus.emit, sample_events()[0])
+    with anyio.fail_after(1):
+        await bus.drain()
+
+    assert seen == ["sync"]
