@@ -1,0 +1,52 @@
+"""Helpers for the storage tests: other processes that use the same SQLite file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+_LOCKER = textwrap.dedent(
+    """
+    import sqlite3, sys
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    print("locked", flush=True)
+    sys.stdin.readline()  # hold the write lock until the test says so
+    conn.execute("ROLLBACK")
+    conn.close()
+    """
+)
+
+
+def python(code: str, *args: str) -> subprocess.Popen[str]:
+    """Start ``code`` in a fresh interpreter (the package importable), pipes on all streams."""
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+@contextmanager
+def write_lock_held_by_another_process(path: Path) -> Iterator[None]:
+    """Inside the block another process holds ``BEGIN IMMEDIATE`` on the database at ``path``."""
+    proc = python(_LOCKER, str(path))
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if line.strip() != "locked":
+            _, err = proc.communicate(timeout=10)
+            raise AssertionError(f"the locking process did not start: {line!r} {err}")
+        yield
+    finally:
+        if proc.poll() is None:
+            proc.communicate("release\n", timeout=10)

@@ -1,0 +1,480 @@
+"""What only the SQLite backend does: URLs, pragmas, paths, locks held by other processes,
+group commit and durability across reopen and process exit."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sqlite3
+import subprocess
+import textwrap
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import pytest
+import pytest_asyncio
+
+from noetic_scratchpad import (
+    ExecutionContext,
+    ScopedStorage,
+    StorageBusyError,
+    StorageConfigError,
+    StorageError,
+    UpdateRejected,
+    open_storage,
+    scratchpad,
+)
+from noetic_scratchpad.storage.sqlite import SqliteStorage, parse_sqlite_url
+from noetic_scratchpad.testing import capture_events
+
+from .helpers import python, write_lock_held_by_another_process
+
+
+def url_of(path: Path, query: str = "") -> str:
+    return f"sqlite:///{path}" + (f"?{query}" if query else "")
+
+
+@pytest_asyncio.fixture
+async def db(tmp_path: Path) -> AsyncIterator[SqliteStorage]:
+    storage = await SqliteStorage.open(url_of(tmp_path / "db.sqlite"))
+    try:
+        yield storage
+    finally:
+        await storage.aclose()
+
+
+async def pragma(storage: SqliteStorage, name: str) -> Any:
+    rows = list(await storage._writer.execute_fetchall(f"PRAGMA {name}"))
+    return rows[0][0]
+
+
+# -- URLs and options -----------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_relative_url_is_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sqlite:///name.db and sqlite:///dir/name.db name files under the working directory."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    for url, expected in [
+        ("sqlite:///rel.db", tmp_path / "rel.db"),
+        ("sqlite:///sub/nested.db", tmp_path / "sub" / "nested.db"),
+    ]:
+        async with await open_storage(url) as storage:
+            assert isinstance(storage, SqliteStorage)
+            assert storage.path == str(expected)
+            await storage.set("k", url)
+        assert expected.is_file()
+
+
+@pytest.mark.asyncio
+async def test_absolute_url(tmp_path: Path) -> None:
+    """sqlite:////abs/path.db (four slashes) names an absolute path; %20 decodes to a space."""
+    target = tmp_path / "with space" / "abs.db"
+    target.parent.mkdir()
+    url = "sqlite:///" + str(target).replace(" ", "%20")
+    assert url.startswith("sqlite:////")
+    async with await open_storage(url) as storage:
+        assert storage.path == str(target)  # type: ignore[attr-defined]
+        await storage.set("k", 1)
+    assert target.is_file()
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("sqlite:///:memory:", "use memory://"),
+        ("sqlite://", "has no file path"),
+        ("sqlite:///", "has no file path"),
+        ("sqlite://host/x.db", "names a host"),
+        ("sqlite:///x.db?synchronous=off", "synchronous=normal"),
+        ("sqlite:///x.db?synchronous=sometimes", "not a durability level"),
+        ("sqlite:///x.db?busy_timeout=-1", "busy_timeout='-1' must be an integer of at least 0"),
+        ("sqlite:///x.db?busy_timeout=soon", "busy_timeout='soon' must be an integer"),
+        ("sqlite:///x.db?max_batch=0", "max_batch='0' must be an integer of at least 1"),
+        ("sqlite:///x.db?table=kv;drop", "not a plain SQL identifier"),
+        ("sqlite:///x.db?journal=delete", "unknown SQLite option(s) journal"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_bad_urls_and_options(url: str, message: str) -> None:
+    """Unusable URLs and options raise StorageConfigError naming the problem and the fix."""
+    with pytest.raises(StorageConfigError) as caught:
+        await open_storage(url)
+    assert message in str(caught.value)
+
+
+def test_options_from_query_and_keywords() -> None:
+    """Options parse from the query string; keyword arguments override them."""
+    parsed = parse_sqlite_url("sqlite:///a.db?synchronous=FULL&busy_timeout=250&table=t1")
+    assert (parsed.path, parsed.synchronous, parsed.busy_timeout, parsed.table) == (
+        "a.db",
+        "full",
+        250,
+        "t1",
+    )
+    parsed = parse_sqlite_url("sqlite:///a.db?synchronous=full", synchronous="normal")
+    assert parsed.synchronous == "normal"
+    defaults = parse_sqlite_url("sqlite:////abs/a.db")
+    assert (defaults.path, defaults.synchronous, defaults.busy_timeout) == (
+        "/abs/a.db",
+        "normal",
+        5000,
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "options", "synchronous", "busy"),
+    [
+        ("", {}, 1, 5000),
+        ("synchronous=full", {}, 2, 5000),
+        ("synchronous=extra&busy_timeout=1234", {}, 3, 1234),
+        ("synchronous=full", {"synchronous": "normal", "busy_timeout": 77}, 1, 77),
+    ],
+)
+@pytest.mark.asyncio
+async def test_pragmas_applied(
+    tmp_path: Path, query: str, options: dict[str, Any], synchronous: int, busy: int
+) -> None:
+    """The database is in WAL mode; synchronous and busy_timeout follow the options
+    (SQLite reports NORMAL as 1, FULL as 2, EXTRA as 3)."""
+    async with await SqliteStorage.open(url_of(tmp_path / "p.db", query), **options) as storage:
+        assert await pragma(storage, "journal_mode") == "wal"
+        assert await pragma(storage, "synchronous") == synchronous
+        assert await pragma(storage, "busy_timeout") == busy
+    with sqlite3.connect(tmp_path / "p.db") as other:  # WAL is a property of the file
+        assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+@pytest.mark.asyncio
+async def test_table_created_on_first_open(tmp_path: Path) -> None:
+    """Opening a new file creates the key-value table; the table name is an option."""
+    async with await SqliteStorage.open(url_of(tmp_path / "t.db", "table=my_pad")) as storage:
+        await storage.set("k", {"v": 1})
+    with sqlite3.connect(tmp_path / "t.db") as conn:
+        rows = conn.execute("SELECT key, value FROM my_pad").fetchall()
+    assert rows == [("k", '{"v":1}')]
+
+
+# -- bad paths ------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_missing_directory(tmp_path: Path) -> None:
+    """A path in a directory that does not exist names the directory and how to create it."""
+    missing = tmp_path / "nope" / "deeper"
+    with pytest.raises(StorageConfigError) as caught:
+        await open_storage(url_of(missing / "x.db"))
+    message = str(caught.value)
+    assert f"the directory {missing} does not exist" in message
+    assert f"mkdir -p {missing}" in message
+    assert not missing.exists()
+
+
+@pytest.mark.asyncio
+async def test_directory_instead_of_file(tmp_path: Path) -> None:
+    """A path that is a directory is refused with a suggestion of a file inside it."""
+    with pytest.raises(StorageConfigError) as caught:
+        await open_storage(url_of(tmp_path))
+    assert f"{tmp_path}: it is a directory" in str(caught.value)
+    assert f"sqlite:///{tmp_path / 'scratchpad.db'}" in str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_parent_is_a_file(tmp_path: Path) -> None:
+    """A path whose parent is a regular file says that it is not a directory."""
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StorageConfigError, match="is not a directory"):
+        await open_storage(url_of(tmp_path / "file" / "x.db"))
+
+
+@pytest.mark.asyncio
+async def test_not_a_database(tmp_path: Path) -> None:
+    """A file that is not a SQLite database is refused with its path and what to check."""
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database, just some text" * 100)
+    with pytest.raises(StorageConfigError) as caught:
+        await open_storage(url_of(junk))
+    assert str(junk) in str(caught.value)
+    assert "names a SQLite database file" in str(caught.value)
+    assert junk.read_bytes().startswith(b"this is not a database")
+
+
+@pytest.fixture
+def unwritable_dir(tmp_path: Path) -> Iterator[tuple[Path, bool]]:
+    """A directory this process cannot create files in, and whether it is immutable rather
+    than read-only.
+
+    As root, permissions do not bind, so the directory is made immutable (``chattr +i``),
+    which binds root too.
+    """
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    if os.geteuid() != 0:
+        locked.chmod(0o555)
+        yield locked, False
+        locked.chmod(0o755)
+        return
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(locked)]).returncode != 0:
+        pytest.skip("running as root on a file system without chattr +i")
+    try:
+        yield locked, True
+    finally:
+        subprocess.run([chattr, "-i", str(locked)], check=True)
+
+
+@pytest.mark.asyncio
+async def test_unwritable_directory(unwritable_dir: tuple[Path, bool]) -> None:
+    """A directory where the database cannot be created is refused with its path and the fix."""
+    locked, _ = unwritable_dir
+    with pytest.raises(StorageConfigError) as caught:
+        await open_storage(url_of(locked / "x.db"))
+    assert f"the directory {locked} is not writable" in str(caught.value)
+    assert "fix its permissions or choose another path" in str(caught.value)
+    assert not (locked / "x.db").exists()
+
+
+@pytest.mark.asyncio
+async def test_missing_private_api_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An aiosqlite without Connection._execute fails at open with a message that says why
+    it is needed and what to install, not later at the first write."""
+    monkeypatch.delattr(aiosqlite.Connection, "_execute")
+    with pytest.raises(StorageConfigError) as caught:
+        await open_storage(url_of(tmp_path / "x.db"))
+    assert "Connection._execute" in str(caught.value)
+    assert "pip install" in str(caught.value)
+
+
+# -- another process holds the lock ----------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_locked_by_another_process_is_busy_error(tmp_path: Path) -> None:
+    """While another process holds the write lock past busy_timeout and the retries, an
+    update fails with StorageBusyError naming the file and the fix; reads still work, the
+    prior state is intact, and writes succeed once the lock is released."""
+    path = tmp_path / "busy.db"
+    async with await open_storage(url_of(path, "busy_timeout=150&busy_retries=1")) as storage:
+        await storage.set("k", {"v": "prior"})
+        with write_lock_held_by_another_process(path):
+            started = time.monotonic()
+            with pytest.raises(StorageBusyError) as caught:
+                await storage.update("k", lambda current: {"v": "new"})
+            waited = time.monotonic() - started
+            assert await storage.get("k") == {"v": "prior"}
+        message = str(caught.value)
+        assert str(path) in message
+        assert "2 attempt(s) of busy_timeout=150 ms" in message
+        assert "busy_timeout=30000" in message
+        assert waited >= 0.25  # two attempts of 150 ms each
+        assert await storage.get("k") == {"v": "prior"}
+        assert await storage.update("k", lambda current: {"v": "after"}) == {"v": "after"}
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_locked_database_through_the_layer(tmp_path: Path) -> None:
+    """Through the layer handle a locked database raises StorageBusyError, emits an
+    UpdateRejected event with reason "storage", and leaves the stored state as it was."""
+    path = tmp_path / "busy.db"
+    layer = scratchpad()
+    async with await open_storage(url_of(path, "busy_timeout=100&busy_retries=0")) as storage:
+        scoped = ScopedStorage(storage, "scratchpad", "t1")
+        ctx = ExecutionContext(thread_id="t1")
+        await layer.init(storage=scoped, scope_key="t1", ctx=ctx)
+        handle = ctx.context["scratchpad"]
+        await handle.update({"goal": "prior"})
+        with (
+            capture_events(ctx.events) as events,
+            write_lock_held_by_another_process(path),
+            pytest.raises(StorageBusyError),
+        ):
+            await handle.update({"goal": "lost?"})
+        (rejected,) = events.of(UpdateRejected)
+        assert (rejected.hook, rejected.reason, rejected.scope_key) == ("api", "storage", "t1")
+        assert str(path) in rejected.message
+        assert await scoped.get("state") == {"goal": "prior"}
+        assert handle.snapshot == {"goal": "prior"}
+
+
+# -- transactions -----------------------------------------------------------------------------
+
+
+class BatchSpy:
+    """Records the size of each transaction a SqliteStorage runs."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sizes: list[int] = []
+        original = SqliteStorage._transaction
+
+        def spy(storage: SqliteStorage, jobs: Sequence[Any]) -> list[Any]:
+            self.sizes.append(len(jobs))
+            return original(storage, jobs)
+
+        monkeypatch.setattr(SqliteStorage, "_transaction", spy)
+
+
+@pytest.mark.asyncio
+async def test_concurrent_writes_share_transactions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes that wait while a transaction runs are committed together (group commit), each
+    sees the result of the one before it, and a failing one spoils none of its neighbours."""
+    spy = BatchSpy(monkeypatch)
+    async with await SqliteStorage.open(url_of(tmp_path / "g.db")) as storage:
+
+        def add(n: int) -> Any:
+            def fn(current: Any) -> Any:
+                if n % 10 == 3:
+                    raise KeyError(f"refused {n}")
+                return [*(current or []), n]
+
+            return fn
+
+        results = await asyncio.gather(
+            *(storage.update("list", add(n)) for n in range(100)), return_exceptions=True
+        )
+        kept = [n for n in range(100) if n % 10 != 3]
+        assert await storage.get("list") == kept
+        for n, result in enumerate(results):
+            if n % 10 == 3:
+                assert isinstance(result, KeyError)
+            else:
+                assert result == [k for k in kept if k <= n]
+    assert sum(spy.sizes) == 100
+    assert len(spy.sizes) < 20  # combined: far fewer transactions than writes
+    assert max(spy.sizes) > 1
+
+
+@pytest.mark.asyncio
+async def test_mixed_jobs_in_one_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """set, delete and update on the same key inside one transaction apply in order."""
+    spy = BatchSpy(monkeypatch)
+    async with await SqliteStorage.open(url_of(tmp_path / "m.db")) as storage:
+        await storage.set("k", [0])
+        spy.sizes.clear()
+        outcomes = await asyncio.gather(
+            storage.update("k", lambda current: [*current, 1]),
+            storage.set("k", ["reset"]),
+            storage.update("k", lambda current: [*current, 2]),
+            storage.delete("k"),
+            storage.update("k", lambda current: {"was": current}),
+            storage.set("other", "x"),
+        )
+        assert outcomes == [[0, 1], None, ["reset", 2], None, {"was": None}, None]
+        assert await storage.get_many(["k", "other"]) == {"k": {"was": None}, "other": "x"}
+    assert sum(spy.sizes) == 6
+
+
+@pytest.mark.asyncio
+async def test_database_error_fails_the_whole_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When SQLite refuses a write inside a transaction, the transaction is rolled back and
+    every write of that batch fails with StorageError naming the file and the cause; the
+    prior state stays, other batches commit, and the storage keeps working."""
+    path = tmp_path / "t.db"
+    spy = BatchSpy(monkeypatch)
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.set("a", "prior")
+        with sqlite3.connect(path) as conn:
+            conn.execute(
+                "CREATE TRIGGER poison BEFORE INSERT ON scratchpad_kv WHEN NEW.key = 'poison' "
+                "BEGIN SELECT RAISE(ABORT, 'poisoned key'); END"
+            )
+        spy.sizes.clear()
+        # The first write runs alone; the three behind it queue and share one transaction.
+        outcomes = await asyncio.gather(
+            storage.update("first", lambda current: "committed"),
+            storage.update("a", lambda current: "changed"),
+            storage.update("poison", lambda current: 1),
+            storage.update("b", lambda current: "new"),
+            return_exceptions=True,
+        )
+        assert spy.sizes == [1, 3]
+        assert outcomes[0] == "committed"
+        for error in outcomes[1:]:
+            assert isinstance(error, StorageError)
+            assert "poisoned key" in str(error)
+            assert str(path) in str(error)
+        assert await storage.get_many(["first", "a", "b", "poison"]) == {
+            "first": "committed",
+            "a": "prior",
+        }
+        assert await storage.update("a", lambda current: current + "!") == "prior!"
+
+
+@pytest.mark.asyncio
+async def test_aclose_waits_for_queued_writes(tmp_path: Path) -> None:
+    """aclose lets every write already submitted commit before closing; later calls raise."""
+    path = tmp_path / "c.db"
+    storage = await SqliteStorage.open(url_of(path))
+    writes = [
+        asyncio.ensure_future(storage.update(f"k{n}", lambda current, n=n: n)) for n in range(50)
+    ]
+    await asyncio.sleep(0)  # the writes are submitted, most still queued
+    await storage.aclose()
+    assert [w.result() for w in writes] == list(range(50))
+    with pytest.raises(StorageError, match="is closed"):
+        await storage.get("k0")
+    with pytest.raises(StorageError, match="is closed"):
+        await storage.set("k0", 1)
+    async with await SqliteStorage.open(url_of(path)) as reopened:
+        assert await reopened.get_many(f"k{n}" for n in range(50)) == {
+            f"k{n}": n for n in range(50)
+        }
+
+
+# -- durability -------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_data_survives_reopen(tmp_path: Path) -> None:
+    """What was written is there after closing and opening the file again."""
+    url = url_of(tmp_path / "r.db", "synchronous=full")
+    async with await open_storage(url) as storage:
+        await storage.set("a", {"n": 2**70, "s": "ü"})
+        await storage.update("b", lambda current: [current])
+        await storage.set("gone", 1)
+        await storage.delete("gone")
+    async with await open_storage(url) as storage:
+        assert await storage.get_many(["a", "b", "gone"]) == {
+            "a": {"n": 2**70, "s": "ü"},
+            "b": [None],
+        }
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_committed_update_survives_process_exit(tmp_path: Path) -> None:
+    """An update that returned survives its process dying without closing the storage
+    (the default synchronous=normal is durable against process crashes)."""
+    path = tmp_path / "crash.db"
+    code = textwrap.dedent(
+        """
+        import asyncio, os, sys
+        from noetic_scratchpad import open_storage
+
+        async def main():
+            storage = await open_storage("sqlite:///" + sys.argv[1])
+            await storage.update("k", lambda current: {"written": "before the crash"})
+            os._exit(0)  # no close, no flush, no atexit
+
+        asyncio.run(main())
+        """
+    )
+    proc = python(code, str(path))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    async with await open_storage(url_of(path)) as storage:
+        assert await storage.get("k") == {"written": "before the crash"}
