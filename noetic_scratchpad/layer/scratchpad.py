@@ -256,7 +256,9 @@ class ScratchpadLayer:
             except (ScratchpadUpdateError, StorageError):
                 continue  # reported as an UpdateRejected event
             applied = True
-        return StoreResult(state=handle.state) if applied else None
+        # A copy: the host owns what it gets back, and the handle's state may be the very
+        # object a backend stores (the memory backend keeps it without copying).
+        return StoreResult(state=_copy_state(handle.state)) if applied else None
 
     async def on_spawn(
         self, *, parent_state: ScratchpadState, child_ctx: ExecutionContext
