@@ -535,3 +535,19 @@ async def test_typeddict_and_dataclass_schemas_gate_writes(bind: Bind) -> None:
         with pytest.raises(ScratchpadValidationError):
             await scope.handle.update({"count": "many"})
         assert await scope.stored() == {"goal": "g"}, schema
+
+
+@pytest.mark.asyncio
+async def test_store_result_belongs_to_the_host(bind: Bind) -> None:
+    """Mutating the state store returns changes neither storage nor the handle's state."""
+    scope = await bind(scratchpad())
+    result = await scope.layer.hooks.store(
+        new_items=[call("c1", {"steps": ["a"]})], state="", ctx=scope.ctx
+    )
+    assert result is not None
+
+    result.state["steps"].append("host edit")
+    result.state["extra"] = 1
+
+    assert await scope.stored() == {"steps": ["a"]}
+    assert scope.handle.snapshot == {"steps": ["a"]}
