@@ -105,8 +105,8 @@ class AgentHarness:
         self.events = events or EventBus()
         self.tokenize = tokenize
         self._budgets = split_budget(context_budget, [layer.budget for layer in self.layers])
-        self._layer_tools, self._specs = self._collect_tools()
-        self._agent_tools: dict[str, Tool] = {tool.name: tool for tool in agent.tools}
+        self._layer_tools, self._layer_specs = self._collect_layer_tools()
+        self._specs, self._agent_tools = self._toolset(agent)
         if isinstance(storage, StorageBackend):
             self._backend: StorageBackend | None = storage
             self._owns_backend = False
@@ -117,7 +117,7 @@ class AgentHarness:
             self.storage_url = resolve_storage_url(storage)
         self._open_lock = anyio.Lock()
 
-    def _collect_tools(self) -> tuple[dict[str, _LayerTool], list[ToolSpec]]:
+    def _collect_layer_tools(self) -> tuple[dict[str, _LayerTool], list[ToolSpec]]:
         ids = [layer.id for layer in self.layers]
         duplicates = sorted({layer_id for layer_id in ids if ids.count(layer_id) > 1})
         if duplicates:
@@ -132,12 +132,6 @@ class AgentHarness:
                     name = f"{layer.id}/{function}"
                     layer_tools[name] = _LayerTool(layer.id, function)
                     specs.append(ToolSpec(name, provided.description, provided.parameters))
-        for tool in self.agent.tools:
-            if tool.name in layer_tools:
-                raise ScratchpadConfigError(
-                    f"the agent's tool {tool.name!r} has the name of a layer's tool; rename it"
-                )
-            specs.append(tool.spec())
         return layer_tools, specs
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -259,7 +253,9 @@ class AgentHarness:
             [Message(role="user", content=input)] if isinstance(input, str) else list(input)
         )
         query = _last_user_text(conversation)
-        specs, tools = self._toolset(agent)
+        specs, tools = (
+            (self._specs, self._agent_tools) if agent is self.agent else self._toolset(agent)
+        )
         for step in range(1, limit + 1):
             request = ModelRequest(
                 items=[
@@ -309,15 +305,12 @@ class AgentHarness:
 
     def _toolset(self, agent: Agent) -> tuple[list[ToolSpec], dict[str, Tool]]:
         """The tool specs and the agent tools of a run of ``agent`` (a spawn may differ)."""
-        if agent is self.agent:
-            return self._specs, self._agent_tools
         for tool in agent.tools:
             if tool.name in self._layer_tools:
                 raise ScratchpadConfigError(
                     f"the agent's tool {tool.name!r} has the name of a layer's tool; rename it"
                 )
-        layer_specs = [spec for spec in self._specs if spec.name in self._layer_tools]
-        specs = [*layer_specs, *(tool.spec() for tool in agent.tools)]
+        specs = [*self._layer_specs, *(tool.spec() for tool in agent.tools)]
         return specs, {tool.name: tool for tool in agent.tools}
 
     # -- the layer hooks -------------------------------------------------------------------
@@ -400,19 +393,20 @@ class AgentHarness:
         executed.add(call.call_id)
         layer_tool = self._layer_tools.get(call.name)
         tool = tools.get(call.name)
-        if layer_tool is None and tool is None:
-            available = ", ".join(spec.name for spec in specs) or "none"
-            return error(f"There is no tool named {call.name!r}. Available tools: {available}.")
         try:
             if layer_tool is not None:
                 handle = ctx.context[layer_tool.layer_id]
-                text = await handle.call(layer_tool.function, call.arguments, call_id=call.call_id)
-                return FunctionCallOutput(call_id=call.call_id, output=format_output(text))
-            assert tool is not None
-            args = _parse_tool_arguments(call)
-            if isinstance(args, str):
-                return error(args)
-            result = await tool.execute(args, ctx)
+                result = await handle.call(
+                    layer_tool.function, call.arguments, call_id=call.call_id
+                )
+            elif tool is not None:
+                args = _parse_tool_arguments(call)
+                if isinstance(args, str):
+                    return error(args)
+                result = await tool.execute(args, ctx)
+            else:
+                available = ", ".join(spec.name for spec in specs) or "none"
+                return error(f"There is no tool named {call.name!r}. Available tools: {available}.")
             return FunctionCallOutput(call_id=call.call_id, output=format_output(result))
         except ScratchpadUpdateError as exc:
             return error(exc.message)  # already says how to fix the call
