@@ -66,12 +66,16 @@ def partial_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+# Keywords whose values are data, not schemas: a default may hold a key called "required".
+_DATA_KEYWORDS = frozenset({"default", "examples", "example", "const", "enum"})
 
 
 def _drop_required(node: dict[str, Any]) -> None:
     if isinstance(node.get("required"), list):
         del node["required"]
     for key, value in node.items():
+        if key in _DATA_KEYWORDS:
+            continue
         if key in _SCHEMA_MAPS and isinstance(value, dict):
             # The keys here are field names, not keywords: a field may be called "required".
             for sub in value.values():
