@@ -151,3 +151,17 @@ def test_partial_json_schema_does_not_touch_its_input() -> None:
     expected = {"type": "object", "properties": {"a": {"type": "string"}}}
     assert partial_json_schema(schema) == expected
     assert schema["required"] == ["a"]
+
+
+def test_tool_parameters_keep_data_that_contains_a_required_key() -> None:
+    """Defaults and examples are data: a "required" key inside them is not a keyword."""
+
+    class Meta(BaseModel):
+        meta: dict[str, Any] = Field(
+            default={"required": ["x"], "k": 1}, examples=[{"required": ["y"]}]
+        )
+
+    meta = SchemaGate(Meta).tool_parameters()["properties"]["meta"]
+
+    assert meta["default"] == {"required": ["x"], "k": 1}
+    assert meta["examples"] == [{"required": ["y"]}]
