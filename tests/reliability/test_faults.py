@@ -342,7 +342,7 @@ async def test_failing_and_hanging_subscribers_never_stop_writes() -> None:
         await handle.update({f"k{index}": index})
     writing = time.perf_counter() - started
 
-    assert writing < 0.2  # no write waited for a hung handler
+    assert writing < 2.0  # waiting on the hung handler would take 20 x 0.2 s
     assert seen == [(f"k{index}",) for index in range(20)]
     assert await backend.get(STATE_KEY) == {f"k{index}": index for index in range(20)}
     with anyio.fail_after(2):
