@@ -196,21 +196,17 @@ class PostgresStorage(StorageBackend):
         self._sql_get = f"SELECT value FROM {t} WHERE key = $1"
         self._sql_get_many = f"SELECT key, value FROM {t} WHERE key = ANY($1::text[])"
         self._sql_delete = f"DELETE FROM {t} WHERE key = $1"
-        # Range scans on the "C"-collated primary key: code point order, as Python sorts.
+        # Range scans on the "C"-collated primary key: code point order, as Python sorts
+        # (stated in each query too, in case the table was created by hand without it).
         columns = "key, value, extract(epoch FROM updated_at)::float8 AS updated_at"
-        self._sql_list_all = f"SELECT key FROM {t} ORDER BY key"
-        self._sql_list_from = f'SELECT key FROM {t} WHERE key >= $1 COLLATE "C" ORDER BY key'
-        self._sql_list_range = (
-            f'SELECT key FROM {t} WHERE key >= $1 COLLATE "C" AND key < $2 COLLATE "C" ORDER BY key'
-        )
-        self._sql_describe_all = f"SELECT {columns} FROM {t} ORDER BY key"
-        self._sql_describe_from = (
-            f'SELECT {columns} FROM {t} WHERE key >= $1 COLLATE "C" ORDER BY key'
-        )
-        self._sql_describe_range = (
-            f'SELECT {columns} FROM {t} WHERE key >= $1 COLLATE "C" AND key < $2 COLLATE "C" '
-            "ORDER BY key"
-        )
+        after, before = 'key >= $1 COLLATE "C"', 'key < $2 COLLATE "C"'
+        order = 'ORDER BY key COLLATE "C"'
+        self._sql_list_all = f"SELECT key FROM {t} {order}"
+        self._sql_list_from = f"SELECT key FROM {t} WHERE {after} {order}"
+        self._sql_list_range = f"SELECT key FROM {t} WHERE {after} AND {before} {order}"
+        self._sql_describe_all = f"SELECT {columns} FROM {t} {order}"
+        self._sql_describe_from = f"SELECT {columns} FROM {t} WHERE {after} {order}"
+        self._sql_describe_range = f"SELECT {columns} FROM {t} WHERE {after} AND {before} {order}"
         self._sql_drop = f"DROP TABLE IF EXISTS {t}"
 
     @classmethod

@@ -613,3 +613,34 @@ async def test_key_postgres_cannot_hold_is_a_value_error(server: Server) -> None
         with pytest.raises(ValueError, match="PostgreSQL refused the key or value"):
             await storage.update("bad\x00key", lambda cur: 1)
         assert await storage.list() == []
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_idle_connections_terminated_by_the_server_are_replaced(server: Server) -> None:
+    """When the server ends the pool's idle connections (a restart, an administrator), the
+    next calls reconnect instead of failing: the writes succeed on new connections."""
+    async with await open_storage(f"{server.url}&min_size=3") as storage:
+        await storage.set("k", 0)
+        old = set(await _backend_pids(server))
+        assert len(old) == 3
+        assert await server.scalar(
+            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
+            "WHERE application_name = $1",
+            server.app,
+        ) == len(old)
+        for expected in range(1, 6):
+            assert await storage.update("k", lambda cur: cur + 1) == expected
+        assert await storage.get("k") == 5
+        assert old.isdisjoint(await _backend_pids(server))
+
+
+async def _backend_pids(server: Server) -> list[int]:
+    conn = await server.connect()
+    try:
+        rows = await conn.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1", server.app
+        )
+    finally:
+        await conn.close()
+    return [row["pid"] for row in rows]
