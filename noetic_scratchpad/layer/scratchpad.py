@@ -84,6 +84,23 @@ class ScratchpadConfig:
     def __post_init__(self) -> None:
         if self.scope not in ("thread", "resource"):
             raise ScratchpadConfigError(f"scope must be 'thread' or 'resource', not {self.scope!r}")
+        if self.template is not None and not isinstance(self.template, str):
+            raise ScratchpadConfigError(
+                "template must be text (with a schema, a JSON object as text: json.dumps(...)), "
+                f"not a {type(self.template).__name__}"
+            )
+        if not isinstance(self.read_only, bool):
+            raise ScratchpadConfigError(f"read_only must be True or False, not {self.read_only!r}")
+        if isinstance(self.max_state_bytes, bool) or not isinstance(self.max_state_bytes, int):
+            raise ScratchpadConfigError(
+                f"max_state_bytes must be an int, not {self.max_state_bytes!r}"
+            )
+        if self.write_timeout is not None and (
+            isinstance(self.write_timeout, bool) or not isinstance(self.write_timeout, int | float)
+        ):
+            raise ScratchpadConfigError(
+                f"write_timeout must be a number of seconds or None, not {self.write_timeout!r}"
+            )
         if self.max_state_bytes < 2:
             raise ScratchpadConfigError(
                 f"max_state_bytes must be at least 2, not {self.max_state_bytes}"
@@ -529,7 +546,10 @@ def scratchpad(config: ScratchpadConfig | None = None, /, **options: Any) -> Scr
         except TypeError as exc:
             raise ScratchpadConfigError(f"{exc}; see ScratchpadConfig for the options") from None
     elif options:
-        config = replace(config, **options)
+        try:
+            config = replace(config, **options)
+        except TypeError as exc:
+            raise ScratchpadConfigError(f"{exc}; see ScratchpadConfig for the options") from None
     return ScratchpadLayer(config)
 
 
