@@ -112,14 +112,22 @@ def test_bad_scope_is_a_value_error_at_construction(scope: Any) -> None:
         ({"max_state_bytes": 1}, "max_state_bytes must be at least 2"),
         ({"write_timeout": 0}, "write_timeout must be positive"),
         ({"colour": "red"}, "unexpected keyword argument 'colour'"),
+        ({"max_state_bytes": "big"}, "max_state_bytes must be an int, not 'big'"),
+        ({"max_state_bytes": True}, "max_state_bytes must be an int, not True"),
+        ({"write_timeout": "soon"}, "write_timeout must be a number of seconds or None"),
+        ({"read_only": "yes"}, "read_only must be True or False, not 'yes'"),
+        ({"template": {"goal": "?"}}, r"template must be text .* not a dict"),
     ],
 )
 def test_bad_limits_and_unknown_options_are_config_errors(
     options: dict[str, Any], message: str
 ) -> None:
-    """Limits are checked and unknown options named at construction."""
+    """Limits and types are checked and unknown options named at construction, whether the
+    options come alone or override a config object."""
     with pytest.raises(ScratchpadConfigError, match=message):
         scratchpad(**options)
+    with pytest.raises(ScratchpadConfigError, match=message):
+        scratchpad(ScratchpadConfig(), **options)
 
 
 def test_provides_keys_and_types() -> None:
