@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from noetic_scratchpad import UpdateApplied, scratchpad
+from noetic_scratchpad import MaxStepsExceededError, UpdateApplied, scratchpad
 from noetic_scratchpad.context import ExecutionContext
 from noetic_scratchpad.items import FunctionCall
 from noetic_scratchpad.runtime import Agent, AgentHarness, ScriptedModel, Tool
@@ -110,3 +110,21 @@ async def test_a_tool_spawns_a_child_with_another_agent() -> None:
     ]
     executions = {e.execution_id for e in events.of(UpdateApplied)}
     assert len(executions) == 2
+
+
+@pytest.mark.asyncio
+async def test_spawn_from_a_bare_context_uses_the_stored_parent_state() -> None:
+    """A parent context that never ran the layers (built by hand) hands the child the
+    parent scope's stored state; ``max_steps`` applies to the child too."""
+    model = ScriptedModel(["child answers", [update_call("x", a=1)]])
+    async with harness_for(model, "resource") as harness:
+        await harness.update_state("scratchpad", {"plan": "A"}, thread_id="t0", resource_id="u")
+        parent = ExecutionContext(thread_id="t0", resource_id="u")
+        child = await harness.spawn(parent, "go", thread_id="kid")
+        with pytest.raises(MaxStepsExceededError, match="limit of 1 step"):
+            await harness.spawn(parent, "loop", max_steps=1)
+
+    assert child.output == "child answers"
+    assert child.thread_id == "kid"
+    assert child.context.parent is parent
+    assert blocks(model.requests[0]) == [BLOCK]
