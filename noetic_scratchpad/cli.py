@@ -45,6 +45,18 @@ def storage_url(args: argparse.Namespace) -> str:
     return resolve_storage_url(args.storage, default=DEFAULT_STORAGE)
 
 
+def stored_url(args: argparse.Namespace) -> str:
+    """The URL for a command that inspects stored data; refuses ``memory://``, which
+    holds nothing outside the process that wrote it."""
+    url = storage_url(args)
+    if url.lower().startswith("memory:"):
+        raise CliError(
+            f"{url} keeps data only inside the process that wrote it, so there is nothing "
+            "to inspect here; use a sqlite:// or postgresql:// URL"
+        )
+    return url
+
+
 def sqlite_file_missing(url: str) -> str | None:
     """The path of a ``sqlite://`` database that does not exist yet, else ``None``.
 
@@ -75,7 +87,7 @@ def state_key(layer_id: str, scope_key: str) -> str:
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
-    url = storage_url(args)
+    url = stored_url(args)
     kind, scope_key = scope_of(args)
     missing = sqlite_file_missing(url)
     if missing is not None:
@@ -122,7 +134,7 @@ async def stored_scopes(url: str, layer_id: str) -> list[dict[str, Any]]:
 
 
 async def cmd_list(args: argparse.Namespace) -> int:
-    url = storage_url(args)
+    url = stored_url(args)
     rows = await stored_scopes(url, args.layer)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
@@ -143,7 +155,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
 
 
 async def cmd_reset(args: argparse.Namespace) -> int:
-    url = storage_url(args)
+    url = stored_url(args)
     if args.all:
         prefix, what = f"layers/{args.layer}/", f"every {args.layer} (all threads and resources)"
     else:

@@ -137,6 +137,9 @@ def test_usage_errors_exit_2_and_runtime_errors_exit_1(tmp_path: Path) -> None:
     no_scope = cli("show", cwd=tmp_path)
     assert no_scope.returncode == 2
     assert "one of the arguments --thread --resource is required" in no_scope.stderr
+    memory = cli("list", "--storage", "memory://", cwd=tmp_path)
+    assert memory.returncode == 1
+    assert "keeps data only inside the process that wrote it" in memory.stderr
     bad = cli("show", "--thread", "t", "--storage", "bogus://x", cwd=tmp_path)
     assert bad.returncode == 1
     assert bad.stderr.startswith("noetic-scratchpad: error: unknown storage scheme 'bogus'")
