@@ -1,0 +1,155 @@
+"""open_storage: backends by URL, the environment default, and errors that name the fix."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import noetic_scratchpad.storage as storage_module
+from noetic_scratchpad import StorageConfigError, open_storage
+from noetic_scratchpad.storage import (
+    ENV_VAR,
+    MemoryStorage,
+    StorageBackend,
+    register_backend,
+    resolve_storage_url,
+)
+from noetic_scratchpad.storage.sqlite import SqliteStorage
+
+
+@pytest.mark.asyncio
+async def test_memory_url() -> None:
+    """memory:// opens a fresh, empty MemoryStorage each time."""
+    first = await open_storage("memory://")
+    await first.set("k", 1)
+    second = await open_storage("memory://")
+    assert isinstance(first, MemoryStorage)
+    assert isinstance(second, MemoryStorage)
+    assert await second.get("k") is None
+    await first.aclose()
+    await second.aclose()
+
+
+@pytest.mark.asyncio
+async def test_sqlite_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sqlite:///relative.db and sqlite:////absolute.db open SqliteStorage on those files,
+    with options from the URL and from keyword arguments."""
+    monkeypatch.chdir(tmp_path)
+    async with await open_storage("sqlite:///relative.db?busy_timeout=900") as relative:
+        assert isinstance(relative, SqliteStorage)
+        assert relative.path == str(tmp_path / "relative.db")
+        assert relative.options.busy_timeout == 900
+    absolute = tmp_path / "absolute.db"
+    async with await open_storage(f"sqlite:///{absolute}", synchronous="full") as opened:
+        assert isinstance(opened, SqliteStorage)
+        assert opened.path == str(absolute)
+        assert opened.options.synchronous == "full"
+    assert absolute.is_file()
+
+
+@pytest.mark.asyncio
+async def test_env_var_used_when_no_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a URL, NOETIC_SCRATCHPAD_STORAGE is opened; an explicit URL wins over it."""
+    target = tmp_path / "from-env.db"
+    monkeypatch.setenv(ENV_VAR, f"sqlite:///{target}")
+    assert ENV_VAR == "NOETIC_SCRATCHPAD_STORAGE"
+    async with await open_storage() as from_env:
+        assert isinstance(from_env, SqliteStorage)
+        assert from_env.path == str(target)
+    async with await open_storage("memory://") as explicit:
+        assert isinstance(explicit, MemoryStorage)
+
+
+def test_default_without_env() -> None:
+    """With neither a URL nor the environment variable, the default is memory://."""
+    assert resolve_storage_url() == "memory://"
+    assert resolve_storage_url(default="sqlite:///x.db") == "sqlite:///x.db"
+
+
+@pytest.mark.asyncio
+async def test_unknown_scheme() -> None:
+    """An unknown scheme names itself, the known schemes and how to register a new one."""
+    with pytest.raises(StorageConfigError) as caught:
+        await open_storage("redis://localhost/0")
+    message = str(caught.value)
+    assert "unknown storage scheme 'redis'" in message
+    assert "memory, postgres, postgresql, sqlite" in message
+    assert "register_backend" in message
+
+
+@pytest.mark.asyncio
+async def test_no_scheme() -> None:
+    """A bare path is refused with the URL forms to use instead."""
+    with pytest.raises(StorageConfigError, match=r"has no scheme; use memory://, sqlite:///"):
+        await open_storage("scratchpad.db")
+
+
+@pytest.mark.parametrize(
+    ("url", "driver", "module", "hint"),
+    [
+        (
+            "postgresql://user@localhost/db",
+            "asyncpg",
+            "noetic_scratchpad.storage.postgres",
+            "pip install 'noetic-scratchpad[postgres]'",
+        ),
+        (
+            "sqlite:///x.db",
+            "aiosqlite",
+            "noetic_scratchpad.storage.sqlite",
+            "pip install aiosqlite",
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_missing_driver_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, url: str, driver: str, module: str, hint: str
+) -> None:
+    """When a backend's driver is not installed, the error names the driver and the exact
+    install command, instead of an ImportError from deep inside."""
+    monkeypatch.setitem(sys.modules, driver, None)  # makes ``import driver`` fail
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(StorageConfigError) as caught:
+        await open_storage(url)
+    message = str(caught.value)
+    assert f"needs {driver}, which is not installed" in message
+    assert f"run: {hint}" in message
+    assert isinstance(caught.value.__cause__, ImportError)
+
+
+@pytest.mark.asyncio
+async def test_register_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """register_backend makes open_storage call the opener with the URL and the options;
+    the scheme matches case-insensitively."""
+    monkeypatch.setattr(storage_module, "_REGISTERED", {})
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def opener(url: str, **options: Any) -> StorageBackend:
+        calls.append((url, options))
+        return MemoryStorage()
+
+    register_backend("Custom", opener)
+    opened = await open_storage("custom://bucket/prefix", region="eu")
+    assert isinstance(opened, MemoryStorage)
+    assert calls == [("custom://bucket/prefix", {"region": "eu"})]
+    with pytest.raises(StorageConfigError, match="custom"):
+        await open_storage("other://x")
+
+
+@pytest.mark.asyncio
+async def test_registered_backend_can_replace_a_builtin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend registered for a built-in scheme takes precedence over the built-in one."""
+    monkeypatch.setattr(storage_module, "_REGISTERED", {})
+    opened: list[str] = []
+
+    async def opener(url: str, **options: Any) -> StorageBackend:
+        opened.append(url)
+        return MemoryStorage()
+
+    register_backend("sqlite", opener)
+    backend = await open_storage("sqlite:///never-created.db")
+    assert isinstance(backend, MemoryStorage)
+    assert opened == ["sqlite:///never-created.db"]
