@@ -104,16 +104,21 @@ def parse_response(response: Any, names: ToolNameMap) -> LLMResponse:
     return LLMResponse(items=items, usage=usage_dict(data))
 
 
-class OpenAIResponsesModel:
-    """A model backed by ``client.responses.create`` (pass an ``openai.AsyncOpenAI``).
-
-    ``options`` go to every call as they are (``temperature``, ``reasoning``, ...).
-    """
-
+class _OpenAIModel:
     def __init__(self, client: Any, model: str, **options: Any) -> None:
         self.client = client
         self.model = model
         self.options = options
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r})"
+
+
+class OpenAIResponsesModel(_OpenAIModel):
+    """A model backed by ``client.responses.create`` (pass an ``openai.AsyncOpenAI``).
+
+    ``options`` go to every call as they are (``temperature``, ``reasoning``, ...).
+    """
 
     async def __call__(self, request: ModelRequest) -> LLMResponse:
         names = ToolNameMap(spec.name for spec in request.tools)
@@ -195,13 +200,11 @@ def parse_chat_completion(completion: Any, names: ToolNameMap) -> LLMResponse:
     return LLMResponse(items=items, usage=usage_dict(data))
 
 
-class OpenAIChatModel:
-    """A model backed by ``client.chat.completions.create`` (an ``openai.AsyncOpenAI``)."""
+class OpenAIChatModel(_OpenAIModel):
+    """A model backed by ``client.chat.completions.create`` (an ``openai.AsyncOpenAI``).
 
-    def __init__(self, client: Any, model: str, **options: Any) -> None:
-        self.client = client
-        self.model = model
-        self.options = options
+    ``options`` go to every call as they are (``temperature``, ``max_tokens``, ...).
+    """
 
     async def __call__(self, request: ModelRequest) -> LLMResponse:
         names = ToolNameMap(spec.name for spec in request.tools)
