@@ -10,7 +10,8 @@
     ├── StorageError                     the backend failed; the prior state is intact
     │   ├── StorageConfigError           a bad storage URL, path or missing extra
     │   └── StorageBusyError             the database stayed locked past the busy timeout
-    └── MaxStepsExceededError            a run hit its step limit
+    ├── MaxStepsExceededError            a run hit its step limit
+    └── ScriptExhaustedError             a ScriptedModel was asked for more turns than it has
 
 ``ScratchpadUpdateError`` is what a model can fix: on the tool path it goes back to the
 model as an error output. Config and storage errors are for the developer or operator.
@@ -28,6 +29,7 @@ __all__ = (
     "ScratchpadReadOnlyError",
     "ScratchpadUpdateError",
     "ScratchpadValidationError",
+    "ScriptExhaustedError",
     "StorageBusyError",
     "StorageConfigError",
     "StorageError",
@@ -92,3 +94,7 @@ class StorageBusyError(StorageError):
 
 class MaxStepsExceededError(ScratchpadError):
     """A run reached its step limit while the model still asked for tool calls."""
+
+
+class ScriptExhaustedError(ScratchpadError, RuntimeError):
+    """A ``ScriptedModel`` was asked for more turns than its script has."""

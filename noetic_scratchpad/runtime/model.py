@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from ..errors import ScratchpadError
+from ..errors import ScriptExhaustedError
 from ..items import FunctionCall, FunctionCallOutput, Item, LLMResponse, Message
 
 __all__ = (
@@ -74,10 +74,6 @@ TurnResult: TypeAlias = LLMResponse | Sequence[Item] | str
 Turn: TypeAlias = TurnResult | Callable[[ModelRequest], TurnResult | Awaitable[TurnResult]]
 """One scripted answer: items, a response, a plain string (an assistant message) or a
 function of the request that returns one of those (sync or async)."""
-
-
-class ScriptExhaustedError(ScratchpadError, RuntimeError):
-    """A ``ScriptedModel`` was asked for more turns than its script has."""
 
 
 class ScriptedModel:
