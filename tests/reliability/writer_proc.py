@@ -1,7 +1,8 @@
 """A process that streams scratchpad updates into SQLite until it is killed.
 
-``python writer_proc.py SQLITE_URL TASKS SCOPES UPDATES``: ``TASKS`` concurrent writers spread
-over ``SCOPES`` threads (``t0``, ``t1``, ...). Writer ``w`` sends update ``n`` as
+``python writer_proc.py SQLITE_URL TASKS SCOPES UPDATES [FIRST]``: ``TASKS`` concurrent
+writers, numbered from ``FIRST`` (default 0) so that several processes can share a file,
+spread over ``SCOPES`` threads (``t0``, ``t1``, ...). Writer ``w`` sends update ``n`` as
 ``{"w<w>": {"last": n, "u<n>": payload(w, n)}}`` and prints ``ack <w> <n>`` (flushed) once
 the update call has returned, that is once the write is committed. It prints ``ready`` after
 the storage is open and ``done`` if it was not killed first.
@@ -30,7 +31,7 @@ def emit(line: str) -> None:
     sys.stdout.flush()
 
 
-async def main(url: str, tasks: int, scopes: int, updates: int) -> None:
+async def main(url: str, tasks: int, scopes: int, updates: int, first: int = 0) -> None:
     layer = scratchpad(max_state_bytes=10_000_000)
     async with await open_storage(url) as storage:
         emit("ready")
@@ -46,11 +47,11 @@ async def main(url: str, tasks: int, scopes: int, updates: int) -> None:
                 emit(f"ack {index} {n}")
 
         async with anyio.create_task_group() as tg:
-            for index in range(tasks):
+            for index in range(first, first + tasks):
                 tg.start_soon(writer, index)
     emit("done")
 
 
 if __name__ == "__main__":
-    url, tasks, scopes, updates = sys.argv[1], *map(int, sys.argv[2:5])
-    anyio.run(main, url, tasks, scopes, updates)
+    tasks, scopes, updates, *first = map(int, sys.argv[2:])
+    anyio.run(main, sys.argv[1], tasks, scopes, updates, *first)
