@@ -7,13 +7,11 @@ keeps working once the fault is gone.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import pytest_asyncio
 
 from noetic_scratchpad import (
     EventBus,
@@ -31,7 +29,6 @@ from noetic_scratchpad import (
 from noetic_scratchpad.items import FunctionCall
 from noetic_scratchpad.storage import MemoryStorage, StorageBackend
 from noetic_scratchpad.testing import FaultyStorage, InjectedFault, capture_events
-from tests.conftest import backend_url
 
 from .helpers import write_lock_held
 
@@ -51,17 +48,10 @@ async def bind(
     return ctx, handle
 
 
-@pytest_asyncio.fixture
-async def faulty(backend_kind: str, tmp_path: Path) -> AsyncIterator[FaultyStorage]:
+@pytest.fixture
+def faulty(storage: StorageBackend) -> FaultyStorage:
     """Every backend behind a fault injector that is healthy until a test arms it."""
-    backend = await open_storage(backend_url(backend_kind, tmp_path))
-    try:
-        yield FaultyStorage(backend)
-    finally:
-        drop = getattr(backend, "drop_table", None)
-        if drop is not None:
-            await drop()
-        await backend.aclose()
+    return FaultyStorage(storage)
 
 
 # -- a backend that raises in the middle of a write ------------------------------------------

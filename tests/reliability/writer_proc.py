@@ -53,5 +53,6 @@ async def main(url: str, tasks: int, scopes: int, updates: int, first: int = 0) 
 
 
 if __name__ == "__main__":
-    tasks, scopes, updates, *first = map(int, sys.argv[2:])
-    anyio.run(main, sys.argv[1], tasks, scopes, updates, *first)
+    tasks, scopes, updates = map(int, sys.argv[2:5])
+    first = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    anyio.run(main, sys.argv[1], tasks, scopes, updates, first)
