@@ -13,6 +13,7 @@ from .errors import (
     ScratchpadReadOnlyError,
     ScratchpadUpdateError,
     ScratchpadValidationError,
+    ScriptExhaustedError,
     StorageBusyError,
     StorageConfigError,
     StorageError,
@@ -43,11 +44,14 @@ from .layer import (
     StoreResult,
     scratchpad,
 )
+from .runtime import Agent, AgentHarness, ModelRequest, RunResult, ScriptedModel, Tool, ToolSpec
 from .storage import ScopedStorage, StorageBackend, open_storage
 
 __version__ = "0.1.0"
 
 __all__ = (
+    "Agent",
+    "AgentHarness",
     "Budget",
     "ContextLayer",
     "EventBus",
@@ -58,7 +62,9 @@ __all__ = (
     "LayerFunction",
     "LayerHooks",
     "MaxStepsExceededError",
+    "ModelRequest",
     "RecallResult",
+    "RunResult",
     "ScopedStorage",
     "ScratchpadConfig",
     "ScratchpadConfigError",
@@ -70,6 +76,8 @@ __all__ = (
     "ScratchpadState",
     "ScratchpadUpdateError",
     "ScratchpadValidationError",
+    "ScriptExhaustedError",
+    "ScriptedModel",
     "Slot",
     "SpawnResult",
     "StateDiscarded",
@@ -78,6 +86,8 @@ __all__ = (
     "StorageConfigError",
     "StorageError",
     "StoreResult",
+    "Tool",
+    "ToolSpec",
     "UpdateApplied",
     "UpdateRejected",
     "ViewTruncated",
