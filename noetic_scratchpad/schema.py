@@ -46,13 +46,24 @@ class SchemaGate:
                     "input": _short(error.get("input")),
                 }
                 for error in exc.errors(include_url=False)
-                if error["type"] not in _NOT_YET_WRITTEN
+                if not _not_yet_written(error)
             ]
         return []
 
     def tool_parameters(self) -> dict[str, Any]:
         """The JSON schema a model sees for an update: the schema's fields, all optional."""
         return partial_json_schema(self.json_schema)
+
+
+def _not_yet_written(error: Any) -> bool:
+    """A required field missing from an object that a later update can still merge into.
+
+    Inside a list item (an int in ``loc``) it is a real error: lists are replaced whole, so
+    no later update can fill the field in.
+    """
+    return error["type"] in _NOT_YET_WRITTEN and not any(
+        isinstance(part, int) for part in error["loc"]
+    )
 
 
 def partial_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
