@@ -165,3 +165,23 @@ def test_tool_parameters_keep_data_that_contains_a_required_key() -> None:
 
     assert meta["default"] == {"required": ["x"], "k": 1}
     assert meta["examples"] == [{"required": ["y"]}]
+
+
+class Step(BaseModel):
+    title: str
+    done: bool
+
+
+class Plan(BaseModel):
+    steps: list[Step] = []
+    byOwner: dict[str, Step] = {}
+
+
+def test_missing_field_inside_a_list_item_fails() -> None:
+    """A list item lacking a required field fails: lists are replaced whole, so no later
+    update could fill it in. Inside objects (dict values too) it may still come later."""
+    gate = SchemaGate(Plan)
+
+    assert types_of(gate.errors({"steps": [{"title": "a"}]})) == [("missing", ["steps", 0, "done"])]
+    assert gate.errors({"steps": [{"title": "a", "done": False}]}) == []
+    assert gate.errors({"byOwner": {"ada": {"title": "a"}}}) == []
