@@ -252,9 +252,12 @@ class Level(enum.IntEnum):
 
 
 def test_to_json_value_turns_scalar_subclasses_into_plain_types() -> None:
-    """Enum members and float/int/str subclasses are stored as plain str, int and float."""
-    result = to_json_value({"r": Ratio(0.5), "c": Colour.RED, "l": [Level.HIGH], "b": True})
+    """Enum members and float/int/str subclasses (keys too) become plain str, int and float."""
+    result = to_json_value(
+        {"r": Ratio(0.5), "c": Colour.RED, "l": [Level.HIGH], "b": True, Colour.RED: 1}
+    )
 
-    assert result == {"r": 0.5, "c": "red", "l": [3], "b": True}
+    assert result == {"r": 0.5, "c": "red", "l": [3], "b": True, "red": 1}
     assert [type(result["r"]), type(result["c"]), type(result["l"][0])] == [float, str, int]
     assert type(result["b"]) is bool
+    assert [type(key) for key in result] == [str] * 5
