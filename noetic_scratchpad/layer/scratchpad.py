@@ -453,7 +453,7 @@ class ScratchpadHandle:
             raise
         except _WriteTimeout as exc:
             self._reject(source, call_id, "timeout", str(exc), [])
-            raise
+            raise StorageError(str(exc)) from None
         except Exception as exc:
             message = (
                 f"The scratchpad could not be saved ({type(exc).__name__}: {exc}); it is "
@@ -529,8 +529,8 @@ class ScratchpadHandle:
         return f"<ScratchpadHandle scope_key={self.scope_key!r}>"
 
 
-class _WriteTimeout(StorageError):
-    """``write_timeout`` passed before the backend answered (event reason ``timeout``)."""
+class _WriteTimeout(Exception):
+    """``write_timeout`` passed before the backend answered; raised as ``StorageError``."""
 
 
 def scratchpad(config: ScratchpadConfig | None = None, /, **options: Any) -> ScratchpadLayer:
