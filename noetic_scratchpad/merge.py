@@ -49,7 +49,39 @@ def to_json_value(value: Any, *, max_depth: int = MAX_DEPTH) -> Any:
     and infinities, bytes, sets, dates and other objects, cycles, and nesting deeper than
     ``max_depth``.
     """
-    return _to_json(value, "$", 0, max_depth, set())
+    try:
+        return _plain_copy(value, max_depth)
+    except _NotPlain:
+        # Something to convert or to report: the thorough walk says what and where.
+        return _to_json(value, "$", 0, max_depth, set())
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _plain_copy(value: Any, depth_left: int) -> Any:
+    """The common case, fast: exact JSON types only, no paths kept; else ``_NotPlain``."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if value - value != 0.0:  # NaN or an infinity
+            raise _NotPlain
+        return value
+    if depth_left <= 0:  # too deep, or a cycle
+        raise _NotPlain
+    if kind is dict:
+        result: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            if key not in FORBIDDEN_KEYS:
+                result[key] = _plain_copy(item, depth_left - 1)
+        return result
+    if kind is list:
+        return [_plain_copy(item, depth_left - 1) for item in value]
+    raise _NotPlain
 
 
 def _to_json(value: Any, path: str, depth: int, max_depth: int, seen: set[int]) -> Any:

@@ -8,10 +8,10 @@ only judges: what is stored is the merged dict, never pydantic's output.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError, create_model
 
 __all__ = ("SchemaGate", "partial_json_schema")
 
@@ -32,27 +32,84 @@ class SchemaGate:
                 "(a pydantic model, TypedDict or dataclass), not "
                 f"{self.json_schema.get('type', 'another type')!r}"
             )
+        partial = _partial_model(schema, self._adapter.core_schema)
+        # Validates the fields an update writes, alone (see errors_after_update).
+        self._partial: TypeAdapter[Any] | None = None if partial is None else TypeAdapter(partial)
+
+    @property
+    def fields_independent(self) -> bool:
+        """Each top-level field validates on its own, so an update's fields can be checked alone."""
+        return self._partial is not None
 
     def errors(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Return the errors that reject ``state``: empty when it passes."""
-        try:
-            self._adapter.validate_python(state)
-        except ValidationError as exc:
-            return [
-                {
-                    "type": error["type"],
-                    "loc": list(error["loc"]),
-                    "msg": error["msg"],
-                    "input": _short(error.get("input")),
-                }
-                for error in exc.errors(include_url=False)
-                if not _not_yet_written(error)
-            ]
-        return []
+        return _errors(self._adapter, state)
+
+    def errors_after_update(
+        self, merged: Mapping[str, Any], keys: Iterable[str]
+    ) -> list[dict[str, Any]]:
+        """The errors of ``merged``, the merge of an update writing ``keys`` into a state
+        known to pass.
+
+        When fields validate independently only the written fields are checked (the others
+        are the prior state's, unchanged), against a copy of the model whose fields all
+        default to ``None``: the verdict is the same as :meth:`errors`, and the cost is the
+        update's size instead of the whole state's.
+        """
+        if self._partial is None:
+            return self.errors(merged)
+        return _errors(self._partial, {key: merged[key] for key in keys if key in merged})
 
     def tool_parameters(self) -> dict[str, Any]:
         """The JSON schema a model sees for an update: the schema's fields, all optional."""
         return partial_json_schema(self.json_schema)
+
+
+def _errors(adapter: TypeAdapter[Any], state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    try:
+        adapter.validate_python(state)
+    except ValidationError as exc:
+        return [
+            {
+                "type": error["type"],
+                "loc": list(error["loc"]),
+                "msg": error["msg"],
+                "input": _short(error.get("input")),
+            }
+            for error in exc.errors(include_url=False)
+            if not _not_yet_written(error)
+        ]
+    return []
+
+
+def _partial_model(schema: Any, core_schema: Mapping[str, Any]) -> type[BaseModel] | None:
+    """The model ``schema`` with every field defaulting to ``None``, or ``None`` when its
+    fields cannot be validated one by one.
+
+    Defaults are not validated, so fields left out are neither missing nor copied; fields
+    given keep their type, constraints and alias, and the model's config (extra keys and
+    all). Only models whose validation runs no user code qualify: a validator or
+    ``model_post_init`` anywhere may look at several fields at once.
+    """
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return None
+    if schema.model_config.get("validate_default") or not _fields_independent(core_schema):
+        return None
+    fields: dict[str, Any] = {}
+    for name, info in schema.model_fields.items():
+        optional = copy.copy(info)
+        optional.default = None
+        optional.default_factory = None
+        attributes = {k: v for k, v in info._attributes_set.items() if k != "default_factory"}
+        optional._attributes_set = {**attributes, "default": None}
+        fields[name] = (info.annotation, optional)
+    try:
+        partial: type[BaseModel] = create_model(
+            f"{schema.__name__}Partial", __base__=schema, **fields
+        )
+    except (TypeError, ValueError, PydanticUserError):  # an unusual model: check it whole
+        return None
+    return partial
 
 
 def _not_yet_written(error: Any) -> bool:
@@ -98,6 +155,42 @@ def _drop_required(node: dict[str, Any]) -> None:
             for sub in value:
                 if isinstance(sub, dict):
                     _drop_required(sub)
+
+
+# Core-schema markers of code that may look at more than one field (or the whole state).
+_CROSS_FIELD_TYPES = frozenset(
+    {"function-after", "function-before", "function-wrap", "function-plain"}
+)
+
+
+def _fields_independent(core_schema: Mapping[str, Any]) -> bool:
+    """A model or TypedDict whose validation involves no user code at all.
+
+    Then a field's verdict never depends on another field, so an update's fields can be
+    checked alone. Any validator or ``model_post_init`` anywhere, even nested, says no.
+    """
+    top = core_schema
+    if top.get("type") == "definitions":
+        top = top["schema"]
+        if top.get("type") == "definition-ref":
+            refs = {d.get("ref"): d for d in core_schema.get("definitions", ())}
+            top = refs.get(top.get("schema_ref"), {})
+    if top.get("type") not in ("model", "typed-dict") or top.get("root_model"):
+        return False
+    stack: list[Any] = [core_schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            if (
+                node.get("type") in _CROSS_FIELD_TYPES
+                or node.get("post_init")
+                or node.get("custom_init")
+            ):
+                return False
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return True
 
 
 def _resolve(node: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -23,9 +24,9 @@ from ..errors import (
 from ..events import StateDiscarded, UpdateApplied, UpdateRejected, ViewTruncated, WriteSource
 from ..items import FunctionCall, LLMResponse, Message
 from ..merge import MAX_DEPTH, InvalidValueError, merge_state, to_json_value
-from ..render import estimate_tokens, render_view
+from ..render import contains_float, estimate_tokens, render_view
 from ..schema import SchemaGate
-from ..storage import ScopedStorage
+from ..storage import MemoryStorage, ScopedStorage
 from .base import (
     Budget,
     FunctionOutcome,
@@ -151,6 +152,7 @@ class ScratchpadLayer:
         except (TypeError, ValueError, PydanticUserError) as exc:  # types pydantic cannot handle
             raise ScratchpadConfigError(f"unusable scratchpad schema: {exc}") from exc
         self._initial: ScratchpadState = self._check_template(config.template)
+        self._known = _KnownStates()
         parameters: dict[str, Any] = (
             self._gate.tool_parameters()
             if self._gate
@@ -218,7 +220,9 @@ class ScratchpadLayer:
         if not state:
             return None
         limit = budget.max if isinstance(budget, Budget) else budget
-        view = render_view(state, limit, ctx.tokenize or estimate_tokens)
+        handle = ctx.context.get(self.id)
+        hint = handle.floats_hint(state) if isinstance(handle, ScratchpadHandle) else None
+        view = render_view(state, limit, ctx.tokenize or estimate_tokens, has_floats=hint)
         if view.truncated:
             ctx.events.emit(
                 ViewTruncated(
@@ -327,26 +331,30 @@ class ScratchpadLayer:
         A state that no longer fits the schema (written before the schema changed) is
         replaced by the initial state first, as at init, so it cannot block later updates.
         """
-        if self._state_problem(state) is not None:
+        known = self._known.contains(state, by_content=self._gate is not None)
+        if not known and self._state_problem(state) is not None:
             # Checked before merging: an update that happens to fix the bad field must not
             # bring back the rest of a state that init reported as discarded.
             state = self.initial_state()
         merged = merge_state(state, update)
         if self._gate is not None:
-            errors = self._gate.errors(merged)
+            # The prior state fits, so only the fields the update writes can fail.
+            errors = self._gate.errors_after_update(merged, update.keys())
             if errors:
                 raise ScratchpadValidationError(
                     "The update does not fit the scratchpad's schema: "
                     f"{_describe_errors(errors)}. {_FIX_HINTS['schema']}",
                     errors=errors,
                 )
-        size = len(_json.dumps(merged))
+        encoded = _json.dumps(merged)
+        size = len(encoded)
         if size > self.config.max_state_bytes:
             raise ScratchpadUpdateError(
                 f"The scratchpad would grow to {size:,} bytes, over its limit of "
                 f"{self.config.max_state_bytes:,}. {_FIX_HINTS['too_large']}",
                 reason="too_large",
             )
+        self._known.add(merged, encoded)
         return merged
 
     def _state_problem(self, state: Any) -> tuple[str, list[dict[str, Any]]] | None:
@@ -410,6 +418,22 @@ class ScratchpadHandle:
         self.scope_key = storage.scope_key if storage else ctx.scope_key(layer.scope)
         self.state: ScratchpadState = state
         """The latest state this handle knows of. Treat it as read-only; see ``snapshot``."""
+        # (state object, whether it holds floats): lets recall pick the fast renderer.
+        self._floats: tuple[Any, bool] | None = None
+
+    def _remember_floats(self, state: ScratchpadState, has_floats: bool | None) -> None:
+        self._floats = None if has_floats is None else (state, has_floats)
+
+    def floats_hint(self, state: Any) -> bool | None:
+        """Whether ``state`` holds floats, if this handle knows that object; else ``None``."""
+        known = self._floats
+        if known is not None and known[0] is state:
+            return known[1]
+        if state is self.state and isinstance(state, dict):
+            has_floats = contains_float(state)
+            self._floats = (state, has_floats)
+            return has_floats
+        return None
 
     @property
     def snapshot(self) -> ScratchpadState:
@@ -487,15 +511,34 @@ class ScratchpadHandle:
 
     async def _write(self, update: dict[str, Any]) -> ScratchpadState:
         layer = self.layer
-        if self.storage is None:
-            return layer.apply_update(self.state, update)
+        known = self._floats
+        update_floats = contains_float(update)
+        result_floats: list[bool | None] = [None]
 
-        def transition(stored: Any) -> Any:
+        def transition(stored: Any) -> dict[str, Any]:
+            # When storage hands back the object this handle knows (no one else wrote since),
+            # whether the result holds floats follows without looking at the whole state.
+            if known is not None and stored is known[0]:
+                result_floats[0] = known[1] or update_floats
+            else:
+                result_floats[0] = None
             return layer.apply_update(layer.initial_state() if stored is None else stored, update)
 
+        if self.storage is None:
+            merged = transition(self.state)
+            self._remember_floats(merged, result_floats[0])
+            return merged
+
         timeout = layer.config.write_timeout
-        with anyio.move_on_after(timeout):
+        if timeout is None or _never_suspends(self.storage):
+            # No await point inside, so no timeout could fire: skip the cancel scope, which
+            # costs more than the whole write to memory.
             new_state: ScratchpadState = await self.storage.update(_STATE_KEY, transition)
+            self._remember_floats(new_state, result_floats[0])
+            return new_state
+        with anyio.move_on_after(timeout):
+            new_state = await self.storage.update(_STATE_KEY, transition)
+            self._remember_floats(new_state, result_floats[0])
             return new_state
         # The backend may have committed just before it was cut off: say so, never "lost".
         raise _WriteTimeout(
@@ -531,6 +574,65 @@ class ScratchpadHandle:
 
 class _WriteTimeout(Exception):
     """``write_timeout`` passed before the backend answered; raised as ``StorageError``."""
+
+
+def _never_suspends(storage: ScopedStorage) -> bool:
+    """Whether ``storage.update`` runs to completion without ever suspending."""
+    return (
+        type(storage) is ScopedStorage
+        and type(storage.backend).update is MemoryStorage.update  # no await inside
+    )
+
+
+class _KnownStates:
+    """States this layer produced or checked lately, so a write need not check them again.
+
+    Validation is the costliest step of a write, and the state a write starts from is
+    nearly always one the layer just produced: the very object (memory storage, or the
+    previous write in a SQLite batch) or the same JSON read back from storage. Thread-safe
+    (storage may run transitions in its own thread) and bounded: a few objects, and the
+    JSON of recent states up to ``max_bytes`` (least recently used first out).
+    """
+
+    def __init__(self, max_objects: int = 8, max_bytes: int = 2 * 1024 * 1024) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[int, Any] = {}
+        self._encoded: dict[bytes, None] = {}
+        self._encoded_bytes = 0
+        self._max_objects = max_objects
+        self._max_bytes = max_bytes
+
+    def add(self, state: Any, encoded: bytes) -> None:
+        with self._lock:
+            self._objects[id(state)] = state
+            if len(self._objects) > self._max_objects:
+                del self._objects[next(iter(self._objects))]
+            if encoded in self._encoded:
+                return
+            self._encoded[encoded] = None
+            self._encoded_bytes += len(encoded)
+            while self._encoded_bytes > self._max_bytes and len(self._encoded) > 1:
+                oldest = next(iter(self._encoded))
+                del self._encoded[oldest]
+                self._encoded_bytes -= len(oldest)
+
+    def contains(self, state: Any, *, by_content: bool) -> bool:
+        """Whether ``state`` is known: the same object, or (``by_content``) the same JSON."""
+        with self._lock:
+            if self._objects.get(id(state)) is state:
+                return True
+            if not by_content or not self._encoded:
+                return False
+        try:
+            encoded = _json.dumps(state)
+        except ValueError:
+            return False
+        with self._lock:
+            if encoded not in self._encoded:
+                return False
+            del self._encoded[encoded]  # most recently used goes last
+            self._encoded[encoded] = None
+            return True
 
 
 def scratchpad(config: ScratchpadConfig | None = None, /, **options: Any) -> ScratchpadLayer:

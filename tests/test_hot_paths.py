@@ -1,0 +1,224 @@
+"""The shortcuts on the per-turn path give exactly the answers of the slow paths they skip.
+
+- The render uses orjson when the state holds no float: the body is still byte for byte
+  ``json.dumps(state, indent=2, ensure_ascii=False)``.
+- The schema gate checks only the fields an update writes when no user code takes part in
+  validation: the verdict is the one of validating the whole merged state.
+- The layer skips re-checking a state it produced itself (same object or same JSON); a
+  state that someone else stored still gets checked.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from noetic_scratchpad import ExecutionContext, StateDiscarded, scratchpad
+from noetic_scratchpad.merge import merge_state
+from noetic_scratchpad.render import contains_float, dumps_pretty
+from noetic_scratchpad.schema import SchemaGate
+from noetic_scratchpad.storage import MemoryStorage, ScopedStorage
+from noetic_scratchpad.testing import capture_events
+
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+JSON = st.recursive(
+    SCALARS,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=25,
+)
+OBJECTS = st.dictionaries(st.text(max_size=6), JSON, max_size=6)
+
+
+@given(OBJECTS)
+@settings(max_examples=300)
+def test_pretty_body_is_json_dumps_whatever_the_values(state: dict[str, Any]) -> None:
+    """Floats in any notation, integers past 64 bits and any text render exactly as
+    ``json.dumps(indent=2, ensure_ascii=False)``, whether the caller says the state holds
+    floats or lets the renderer look."""
+    expected = json.dumps(state, indent=2, ensure_ascii=False)
+    assert dumps_pretty(state) == expected
+    assert dumps_pretty(state, has_floats=contains_float(state)) == expected
+
+
+def test_contains_float_looks_at_every_depth_and_distrusts_unknown_types() -> None:
+    """A float anywhere says yes; plain JSON without one says no; a tuple or a dict
+    subclass says yes (the fast renderer cannot vouch for what it does not know)."""
+    assert contains_float({"a": [1, {"b": [None, 2.5]}]}) is True
+    assert contains_float({"a": [1, "x", None, True, {"b": []}]}) is False
+    assert contains_float({"a": (1,)}) is True
+
+    class Sub(dict[str, Any]):
+        pass
+
+    assert contains_float({"a": Sub()}) is True
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: Annotated[str, Field(max_length=12)]
+    done: bool = False
+
+
+class Notes(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_max_length=40)
+    goal: str
+    steps: list[Step] = []
+    count: Annotated[int, Field(ge=0)] = 0
+    tags: dict[str, int] = {}
+    renamed: str = Field(default="", alias="Renamed")
+
+
+VALID = {"goal": "ship it", "steps": [{"title": "plan"}], "count": 1, "tags": {"a": 1}}
+UPDATE_VALUES = st.one_of(
+    SCALARS,
+    st.lists(st.fixed_dictionaries({"title": st.text(max_size=15)}), max_size=2),
+    st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=3), max_size=3),
+)
+UPDATES = st.dictionaries(
+    st.sampled_from(["goal", "steps", "count", "tags", "Renamed", "renamed", "extra"]),
+    UPDATE_VALUES,
+    max_size=3,
+)
+
+
+@given(UPDATES)
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_checking_only_written_fields_gives_the_whole_state_verdict(
+    update: dict[str, Any],
+) -> None:
+    """For a model without validators, the errors of the written fields alone (prior state
+    valid) are exactly the errors of validating the whole merged state."""
+    gate = SchemaGate(Notes)
+    assert gate.fields_independent
+    merged = merge_state(VALID, update)
+    assert gate.errors_after_update(merged, update.keys()) == gate.errors(merged)
+
+
+class WithFieldValidator(BaseModel):
+    a: int = 0
+    b: int = 0
+
+    @field_validator("b")
+    @classmethod
+    def below_ten(cls, value: int) -> int:
+        return value
+
+
+class WithModelValidator(BaseModel):
+    low: int = 0
+    high: int = 0
+
+    @model_validator(mode="after")
+    def ordered(self) -> WithModelValidator:
+        if self.low > self.high:
+            raise ValueError("low must not exceed high")
+        return self
+
+
+class WithAnnotatedValidator(BaseModel):
+    a: Annotated[int, AfterValidator(lambda value: value)] = 0
+
+
+class WithPostInit(BaseModel):
+    a: int = 0
+
+    def model_post_init(self, context: Any) -> None:
+        return None
+
+
+class NestedValidator(BaseModel):
+    inner: WithFieldValidator = WithFieldValidator()
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [WithFieldValidator, WithModelValidator, WithAnnotatedValidator, WithPostInit, NestedValidator],
+)
+def test_any_user_code_in_validation_means_the_whole_state_is_checked(schema: Any) -> None:
+    """A validator or model_post_init anywhere may compare fields, so the gate never
+    checks fields alone for such a schema."""
+    assert SchemaGate(schema).fields_independent is False
+
+
+def test_a_cross_field_rule_still_rejects_an_update_of_one_field() -> None:
+    """With a model validator comparing two fields, writing only one of them is still
+    judged against the other one stored before."""
+    gate = SchemaGate(WithModelValidator)
+    merged = merge_state({"low": 1, "high": 5}, {"low": 9})
+    assert [error["type"] for error in gate.errors_after_update(merged, ["low"])] == ["value_error"]
+
+
+@pytest.mark.asyncio
+async def test_a_state_stored_by_someone_else_is_checked_before_it_is_merged() -> None:
+    """After the layer wrote a valid state, another writer stores one that breaks the
+    schema: the next update does not trust it because the layer once wrote that scope; it
+    starts from the initial state, as for any stored state that fails the schema."""
+    layer = scratchpad(schema=Notes)
+    backend = MemoryStorage()
+    storage = ScopedStorage(backend, layer.id, "t1")
+    ctx = ExecutionContext(thread_id="t1")
+    await layer.init(storage=storage, scope_key="t1", ctx=ctx)
+    handle = ctx.context[layer.id]
+    await handle.update({"goal": "first", "count": 1})
+
+    await backend.set(storage.full_key("state"), {"goal": "first", "count": -5})
+    await handle.update({"goal": "second"})
+
+    assert await backend.get(storage.full_key("state")) == {"goal": "second"}
+
+
+@pytest.mark.asyncio
+async def test_the_same_json_read_back_is_trusted_and_a_changed_one_is_not() -> None:
+    """A stored state equal to one the layer wrote (same JSON, another object) merges
+    directly; one that differs by a single bad value is reported at init and discarded."""
+    layer = scratchpad(schema=Notes)
+    backend = MemoryStorage()
+    storage = ScopedStorage(backend, layer.id, "t1")
+    ctx = ExecutionContext(thread_id="t1")
+    await layer.init(storage=storage, scope_key="t1", ctx=ctx)
+    await ctx.context[layer.id].update({"goal": "kept", "tags": {"x": 1}})
+
+    key = storage.full_key("state")
+    await backend.set(key, {"goal": "kept", "tags": {"x": 1}})  # a copy, same JSON
+    await ctx.context[layer.id].update({"count": 2})
+    assert await backend.get(key) == {"goal": "kept", "tags": {"x": 1}, "count": 2}
+
+    await backend.set(key, {"goal": "kept", "tags": {"x": "one"}})
+    other = ExecutionContext(thread_id="t1")
+    with capture_events(other.events) as events:
+        await layer.init(storage=storage, scope_key="t1", ctx=other)
+    assert len(events.of(StateDiscarded)) == 1
+
+
+@pytest.mark.asyncio
+async def test_recall_after_float_updates_renders_floats_as_json_does() -> None:
+    """The renderer's float hint follows the writes: after an update that adds a float
+    the block shows it as ``json.dumps`` writes it (``1e-05``, not orjson's ``0.00001``)."""
+    layer = scratchpad()
+    ctx = ExecutionContext(thread_id="t1")
+    await layer.init(
+        storage=ScopedStorage(MemoryStorage(), layer.id, "t1"), scope_key="t1", ctx=ctx
+    )
+    handle = ctx.context[layer.id]
+    await handle.update({"a": 1})
+    first = await layer.recall(state=handle.state, budget=10_000, ctx=ctx)
+    assert first is not None
+    await handle.update({"ratio": 1e-05, "big": 1e16})
+    second = await layer.recall(state=handle.state, budget=10_000, ctx=ctx)
+    assert second is not None
+    body = json.dumps(handle.state, indent=2, ensure_ascii=False)
+    assert second.items[0].content == f"<scratchpad>\n{body}\n</scratchpad>"
+    assert '"ratio": 1e-05' in body
