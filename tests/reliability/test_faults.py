@@ -217,6 +217,7 @@ async def test_stalled_write_is_bounded_by_write_timeout() -> None:
     elapsed = time.perf_counter() - started
 
     assert 0.2 <= elapsed < 2.0
+    assert type(info.value) is StorageError  # the public type; no private subclass leaks
     assert "did not answer within 0.2 s" in str(info.value)
     assert "repeat" in str(info.value)
     [rejected] = events.of(UpdateRejected)

@@ -286,7 +286,7 @@ async def test_stalled_write_gives_the_model_a_timeout_error_and_the_run_goes_on
     backend.release()
 
     assert output.is_error
-    assert "did not answer within 0.2 s" in output.output
+    assert "StorageError: The scratchpad did not answer within 0.2 s" in output.output
     assert "repeating an update is harmless" in output.output
     assert rejection(events).reason == "timeout"
     assert elapsed < 5
