@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import os
 import re
 import sqlite3
@@ -252,14 +253,7 @@ class SqliteStorage(StorageBackend):
         _check_aiosqlite()
         parsed = parse_sqlite_url(url, **options)
         path = _check_path(parsed.path)
-        parsed = SqliteOptions(
-            path=path,
-            synchronous=parsed.synchronous,
-            busy_timeout=parsed.busy_timeout,
-            busy_retries=parsed.busy_retries,
-            max_batch=parsed.max_batch,
-            table=parsed.table,
-        )
+        parsed = dataclasses.replace(parsed, path=path)
         opened: list[aiosqlite.Connection] = []
         try:
             writer = await _connect(parsed)

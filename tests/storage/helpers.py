@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,16 +37,24 @@ def python(code: str, *args: str) -> subprocess.Popen[str]:
 
 
 @contextmanager
-def write_lock_held_by_another_process(path: Path) -> Iterator[None]:
-    """Inside the block another process holds ``BEGIN IMMEDIATE`` on the database at ``path``."""
+def write_lock_held_by_another_process(path: Path) -> Iterator[Callable[[], None]]:
+    """Inside the block another process holds ``BEGIN IMMEDIATE`` on the database at ``path``.
+
+    Yields ``release``, which ends the other process's transaction early; otherwise it
+    ends when the block does.
+    """
     proc = python(_LOCKER, str(path))
+
+    def release() -> None:
+        if proc.poll() is None:
+            proc.communicate("release\n", timeout=10)
+
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         if line.strip() != "locked":
             _, err = proc.communicate(timeout=10)
             raise AssertionError(f"the locking process did not start: {line!r} {err}")
-        yield
+        yield release
     finally:
-        if proc.poll() is None:
-            proc.communicate("release\n", timeout=10)
+        release()

@@ -283,6 +283,26 @@ async def test_locked_by_another_process_is_busy_error(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.asyncio
+async def test_busy_write_retries_until_the_lock_is_released(tmp_path: Path) -> None:
+    """A write that outlasts one busy_timeout tries again (busy_retries) and commits as
+    soon as the other process lets the lock go; the write is not lost or duplicated."""
+    path = tmp_path / "retry.db"
+    async with await open_storage(url_of(path, "busy_timeout=100&busy_retries=20")) as storage:
+        await storage.set("k", [0])
+        with write_lock_held_by_another_process(path) as release:
+            loop = asyncio.get_running_loop()
+            timer = loop.call_later(0.35, release)  # well past the first 100 ms attempt
+            started = time.monotonic()
+            result = await storage.update("k", lambda current: [*current, 1])
+            waited = time.monotonic() - started
+            timer.cancel()
+        assert result == [0, 1]
+        assert await storage.get("k") == [0, 1]
+        assert 0.3 <= waited < 2.1
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
 async def test_locked_database_through_the_layer(tmp_path: Path) -> None:
     """Through the layer handle a locked database raises StorageBusyError, emits an
     UpdateRejected event with reason "storage", and leaves the stored state as it was."""
