@@ -412,6 +412,8 @@ class SqliteStorage(StorageBackend):
                     latest[key] = current
                     value = job.fn(current)
                     text = _json.dumps(value).decode()
+                except sqlite3.Error:
+                    raise  # the database failed, not this job: the whole batch fails
                 except Exception as exc:
                     outcomes.append(exc)
                     continue

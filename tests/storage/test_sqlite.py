@@ -435,6 +435,22 @@ async def test_database_error_fails_the_whole_batch(
 
 
 @pytest.mark.asyncio
+async def test_failed_read_inside_a_transaction_is_a_storage_error(tmp_path: Path) -> None:
+    """When SQLite fails the read of an update (here: the table was dropped behind the
+    storage's back), the caller gets StorageError naming the file, not a raw sqlite3 error."""
+    path = tmp_path / "dropped.db"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.set("k", 1)
+        with sqlite3.connect(path) as conn:
+            conn.execute("DROP TABLE scratchpad_kv")
+        with pytest.raises(StorageError) as caught:
+            await storage.update("k", lambda current: 2)
+        assert "no such table" in str(caught.value)
+        assert str(path) in str(caught.value)
+        assert not isinstance(caught.value, sqlite3.Error)
+
+
+@pytest.mark.asyncio
 async def test_aclose_waits_for_queued_writes(tmp_path: Path) -> None:
     """aclose lets every write already submitted commit before closing; later calls raise."""
     path = tmp_path / "c.db"
