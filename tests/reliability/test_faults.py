@@ -526,3 +526,42 @@ async def test_bad_subscribers_are_contained_under_trio(anyio_backend: str) -> N
 
     assert seen == ["update_applied"] * 5
     assert await backend.get(STATE_KEY) == {f"k{index}": index for index in range(5)}
+
+
+# -- the fault injector itself ---------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_faulty_storage_fails_chosen_operations_a_bounded_number_of_times() -> None:
+    """``FaultyStorage`` raises its error on the chosen operations only, before they reach
+    the inner backend, for at most ``faults`` calls; it counts every call and passes every
+    other one through."""
+    inner = MemoryStorage()
+    faulty = FaultyStorage(inner, fail_on={"set", "get"}, faults=2)
+
+    with pytest.raises(InjectedFault):
+        await faulty.set("a", 1)
+    with pytest.raises(InjectedFault):
+        await faulty.get("a")
+    await faulty.set("a", 2)  # the two faults are spent
+    await faulty.delete("missing")
+
+    assert await faulty.get("a") == 2
+    assert await inner.list() == ["a"]
+    assert faulty.injected == 2
+    assert (faulty.calls["set"], faulty.calls["get"], faulty.calls["delete"]) == (2, 2, 1)
+
+
+@pytest.mark.asyncio
+async def test_faulty_storage_stall_ends_after_stall_for() -> None:
+    """A stall lasts ``stall_for`` seconds, then the call goes through; with
+    ``stall_at="after"`` the inner write has already happened while the call hangs."""
+    inner = MemoryStorage()
+    faulty = FaultyStorage(inner, stall_on={"update"}, stall_at="after", stall_for=0.1)
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(faulty.update, "k", lambda current: {"v": 1})
+        await anyio.sleep(0.02)
+        assert await inner.get("k") == {"v": 1}  # written, not yet acknowledged
+    assert 0.1 <= time.perf_counter() - started < 2
