@@ -201,12 +201,11 @@ async def test_concurrent_writers_with_some_writes_failing(faulty: FaultyStorage
 
 
 @pytest.mark.asyncio
-async def test_stalled_write_is_bounded_by_write_timeout() -> None:
+async def test_stalled_write_is_bounded_by_write_timeout(faulty: FaultyStorage) -> None:
     """A backend that hangs before writing is cut off after ``write_timeout``: the caller
     gets a ``StorageError`` saying the scratchpad did not answer in time and what to do, an
     ``UpdateRejected`` with reason ``timeout`` is emitted, and the stored state is intact,
     also after the stalled call is released (the abandoned write never lands late)."""
-    faulty = FaultyStorage(MemoryStorage())
     _, handle = await bind(scratchpad(write_timeout=0.2), faulty)
     await handle.update(PRIOR)
     faulty.stall_on = {"update"}
@@ -230,11 +229,11 @@ async def test_stalled_write_is_bounded_by_write_timeout() -> None:
 
 
 @pytest.mark.asyncio
-async def test_write_acknowledged_late_is_not_reported_as_lost() -> None:
+async def test_write_acknowledged_late_is_not_reported_as_lost(faulty: FaultyStorage) -> None:
     """When the backend stores the write but its answer comes after ``write_timeout``, the
     caller gets a timeout error whose message does not claim the update was lost (it may
     have been saved), and repeating the same update is harmless: merging is idempotent."""
-    faulty = FaultyStorage(MemoryStorage(), stall_at="after")
+    faulty.stall_at = "after"
     _, handle = await bind(scratchpad(write_timeout=0.1), faulty)
     await handle.update(PRIOR)
     faulty.stall_on = {"update"}
