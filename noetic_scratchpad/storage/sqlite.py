@@ -18,6 +18,7 @@ import os
 import re
 import sqlite3
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -137,8 +138,9 @@ def _int_option(name: str, value: Any, least: int) -> int:
 # four hops (BEGIN, SELECT, UPSERT, COMMIT) and about three times slower than one hop.
 # ``Connection._execute`` is the only way to run a function of ours in the thread that owns
 # the sqlite3 connection, and ``Connection._conn`` the only way to reach that connection;
-# these two functions are the only places that touch aiosqlite's private API, and
-# :func:`_check_aiosqlite` verifies both exist when a storage is opened.
+# these functions are the only places that touch aiosqlite's private API, and
+# :func:`_check_aiosqlite` verifies both exist when a storage is opened. (:func:`_daemonize`
+# also reaches ``Connection._thread``, and does nothing where it is missing.)
 
 
 async def _run_in_connection_thread(
@@ -153,6 +155,19 @@ def _raw_connection(connection: aiosqlite.Connection) -> sqlite3.Connection:
     """The sqlite3 connection that ``connection``'s worker thread owns."""
     raw: sqlite3.Connection = connection._conn
     return raw
+
+
+def _daemonize(connection: aiosqlite.Connection) -> None:
+    """Make the (not yet started) worker thread a daemon.
+
+    aiosqlite's thread is not a daemon, so a storage that is never closed and still
+    referenced at exit (a module global, say) makes the interpreter wait for it forever.
+    Stopping the thread abruptly at exit is as safe as a crash of the process: every
+    acknowledged write has committed, and WAL keeps the file consistent.
+    """
+    thread = getattr(connection, "_thread", None)
+    if isinstance(thread, threading.Thread) and not thread.is_alive():
+        thread.daemon = True
 
 
 def _check_aiosqlite() -> None:
@@ -551,9 +566,11 @@ def _check_path(path: str) -> str:
 
 async def _connect(options: SqliteOptions) -> aiosqlite.Connection:
     # isolation_level=None: sqlite3 issues no implicit BEGIN; transactions are ours.
-    return await aiosqlite.connect(
+    connection = aiosqlite.connect(
         options.path, isolation_level=None, timeout=options.busy_timeout / 1000
     )
+    _daemonize(connection)
+    return await connection
 
 
 def _prepare_writer(conn: sqlite3.Connection, options: SqliteOptions) -> None:

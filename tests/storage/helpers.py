@@ -36,6 +36,16 @@ def python(code: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
+    """Wait for ``proc`` and return its output; kill it if it outlives ``timeout``."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"the process did not finish within {timeout} s: {err}") from None
+
+
 @contextmanager
 def write_lock_held_by_another_process(path: Path) -> Iterator[Callable[[], None]]:
     """Inside the block another process holds ``BEGIN IMMEDIATE`` on the database at ``path``.

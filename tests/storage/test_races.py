@@ -31,7 +31,7 @@ from noetic_scratchpad.locks import KeyedBatcher
 from noetic_scratchpad.storage import StorageBackend
 from noetic_scratchpad.testing import capture_events
 
-from .helpers import python
+from .helpers import finish, python
 
 
 async def bind(
@@ -186,7 +186,7 @@ async def test_4_processes_25_writes_one_sqlite_file(tmp_path: Path) -> None:
             proc.stdin.write("go\n")
             proc.stdin.flush()
         for proc in procs:
-            _, err = await asyncio.to_thread(proc.communicate, timeout=120)
+            _, err = await asyncio.to_thread(finish, proc, 120)
             assert proc.returncode == 0, err
     finally:
         for proc in procs:

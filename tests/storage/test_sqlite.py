@@ -31,7 +31,7 @@ from noetic_scratchpad import (
 from noetic_scratchpad.storage.sqlite import SqliteStorage, parse_sqlite_url
 from noetic_scratchpad.testing import capture_events
 
-from .helpers import python, write_lock_held_by_another_process
+from .helpers import finish, python, write_lock_held_by_another_process
 
 
 def url_of(path: Path, query: str = "") -> str:
@@ -510,7 +510,35 @@ async def test_committed_update_survives_process_exit(tmp_path: Path) -> None:
         """
     )
     proc = python(code, str(path))
-    _, err = proc.communicate(timeout=60)
+    _, err = await asyncio.to_thread(finish, proc, 60)
     assert proc.returncode == 0, err
     async with await open_storage(url_of(path)) as storage:
         assert await storage.get("k") == {"written": "before the crash"}
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_unclosed_storage_does_not_hang_the_exit(tmp_path: Path) -> None:
+    """A process that never closes its storage (kept in a global) still exits, and what it
+    wrote is stored: the connection threads do not hold the interpreter open."""
+    path = tmp_path / "unclosed.db"
+    code = textwrap.dedent(
+        """
+        import asyncio, sys
+        from noetic_scratchpad import open_storage
+
+        KEEP = []
+
+        async def main():
+            storage = await open_storage("sqlite:///" + sys.argv[1])
+            await storage.set("k", "written")
+            KEEP.append(storage)  # never closed
+
+        asyncio.run(main())
+        """
+    )
+    proc = python(code, str(path))
+    _, err = await asyncio.to_thread(finish, proc, 30)
+    assert proc.returncode == 0, err
+    async with await open_storage(url_of(path)) as storage:
+        assert await storage.get("k") == "written"
