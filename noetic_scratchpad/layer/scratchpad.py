@@ -331,7 +331,15 @@ class ScratchpadLayer:
         A state that no longer fits the schema (written before the schema changed) is
         replaced by the initial state first, as at init, so it cannot block later updates.
         """
-        known = self._known.contains(state, by_content=self._gate is not None)
+        return self._apply_update(state, update, decoded_copies=True)[0]
+
+    def _apply_update(
+        self, state: Any, update: Mapping[str, Any], *, decoded_copies: bool
+    ) -> tuple[dict[str, Any], bytes]:
+        """:meth:`apply_update`, also returning the new state's JSON. ``decoded_copies``:
+        the storage hands back decoded copies of what it stores, not the objects."""
+        by_content = decoded_copies and self._gate is not None
+        known = self._known.contains(state, by_content=by_content)
         if not known and self._state_problem(state) is not None:
             # Checked before merging: an update that happens to fix the bad field must not
             # bring back the rest of a state that init reported as discarded.
@@ -354,8 +362,8 @@ class ScratchpadLayer:
                 f"{self.config.max_state_bytes:,}. {_FIX_HINTS['too_large']}",
                 reason="too_large",
             )
-        self._known.add(merged, encoded)
-        return merged
+        self._known.add(merged, encoded if by_content else None)
+        return merged, encoded
 
     def _state_problem(self, state: Any) -> tuple[str, list[dict[str, Any]]] | None:
         """Why a stored state cannot be used, or ``None`` when it can."""
@@ -420,9 +428,16 @@ class ScratchpadHandle:
         """The latest state this handle knows of. Treat it as read-only; see ``snapshot``."""
         # (state object, whether it holds floats): lets recall pick the fast renderer.
         self._floats: tuple[Any, bool] | None = None
+        # (state object, its JSON) after a write: copies of it need no encoding.
+        self._encoded: tuple[Any, bytes] | None = None
 
-    def _remember_floats(self, state: ScratchpadState, has_floats: bool | None) -> None:
-        self._floats = None if has_floats is None else (state, has_floats)
+    def _remember(self, state: ScratchpadState, written: _Written | None) -> None:
+        """Keep what the write that produced ``state`` learned about it, if it did."""
+        if written is None or written.state is not state:
+            self._floats = self._encoded = None
+            return
+        self._floats = None if written.has_floats is None else (state, written.has_floats)
+        self._encoded = (state, written.encoded)
 
     def floats_hint(self, state: Any) -> bool | None:
         """Whether ``state`` holds floats, if this handle knows that object; else ``None``."""
@@ -438,7 +453,14 @@ class ScratchpadHandle:
     @property
     def snapshot(self) -> ScratchpadState:
         """A copy of the current state: changing it never changes the scratchpad."""
-        return _copy_state(self.state)
+        return self._copy(self.state)
+
+    def _copy(self, state: ScratchpadState) -> ScratchpadState:
+        encoded = self._encoded
+        if encoded is not None and encoded[0] is state:
+            copied: dict[str, Any] = _json.loads(encoded[1])  # its JSON is at hand
+            return copied
+        return _copy_state(state)
 
     async def update(self, values: Mapping[str, Any]) -> ScratchpadState:
         """Merge ``values`` into the scratchpad and return a copy of the new state.
@@ -447,7 +469,7 @@ class ScratchpadHandle:
         ``ScratchpadUpdateError`` (bad values, too large) or ``StorageError``; on any of
         them the stored state is unchanged.
         """
-        return _copy_state(await self.apply(values, source="api"))
+        return self._copy(await self.apply(values, source="api"))
 
     async def call(
         self, name: str, args: str | Mapping[str, Any], *, call_id: str | None = None
@@ -513,32 +535,34 @@ class ScratchpadHandle:
         layer = self.layer
         known = self._floats
         update_floats = contains_float(update)
-        result_floats: list[bool | None] = [None]
+        written: list[_Written] = []
+        in_memory = self.storage is None or _in_memory(self.storage)
 
         def transition(stored: Any) -> dict[str, Any]:
+            base = layer.initial_state() if stored is None else stored
+            merged, encoded = layer._apply_update(base, update, decoded_copies=not in_memory)
             # When storage hands back the object this handle knows (no one else wrote since),
             # whether the result holds floats follows without looking at the whole state.
-            if known is not None and stored is known[0]:
-                result_floats[0] = known[1] or update_floats
-            else:
-                result_floats[0] = None
-            return layer.apply_update(layer.initial_state() if stored is None else stored, update)
+            same = known is not None and stored is known[0]
+            has_floats = (known[1] or update_floats) if known is not None and same else None
+            written[:] = [_Written(merged, has_floats, encoded)]
+            return merged
 
         if self.storage is None:
             merged = transition(self.state)
-            self._remember_floats(merged, result_floats[0])
+            self._remember(merged, written[0])
             return merged
 
         timeout = layer.config.write_timeout
-        if timeout is None or _never_suspends(self.storage):
+        if timeout is None or in_memory:
             # No await point inside, so no timeout could fire: skip the cancel scope, which
             # costs more than the whole write to memory.
             new_state: ScratchpadState = await self.storage.update(_STATE_KEY, transition)
-            self._remember_floats(new_state, result_floats[0])
+            self._remember(new_state, written[0] if written else None)
             return new_state
         with anyio.move_on_after(timeout):
             new_state = await self.storage.update(_STATE_KEY, transition)
-            self._remember_floats(new_state, result_floats[0])
+            self._remember(new_state, written[0] if written else None)
             return new_state
         # The backend may have committed just before it was cut off: say so, never "lost".
         raise _WriteTimeout(
@@ -576,12 +600,19 @@ class _WriteTimeout(Exception):
     """``write_timeout`` passed before the backend answered; raised as ``StorageError``."""
 
 
-def _never_suspends(storage: ScopedStorage) -> bool:
-    """Whether ``storage.update`` runs to completion without ever suspending."""
-    return (
-        type(storage) is ScopedStorage
-        and type(storage.backend).update is MemoryStorage.update  # no await inside
-    )
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """What a transition produced: the state, whether it holds floats (if known), its JSON."""
+
+    state: dict[str, Any]
+    has_floats: bool | None
+    encoded: bytes
+
+
+def _in_memory(storage: ScopedStorage) -> bool:
+    """Whether writes go to plain memory storage, whose ``update`` never suspends (so no
+    timeout could fire) and hands ``fn`` the very object it stored last."""
+    return type(storage) is ScopedStorage and type(storage.backend).update is MemoryStorage.update
 
 
 class _KnownStates:
@@ -591,7 +622,7 @@ class _KnownStates:
     nearly always one the layer just produced: the very object (memory storage, or the
     previous write in a SQLite batch) or the same JSON read back from storage. Thread-safe
     (storage may run transitions in its own thread) and bounded: a few objects, and the
-    JSON of recent states up to ``max_bytes`` (least recently used first out).
+    JSON of recent states up to ``max_bytes`` (oldest out first).
     """
 
     def __init__(self, max_objects: int = 8, max_bytes: int = 2 * 1024 * 1024) -> None:
@@ -602,12 +633,14 @@ class _KnownStates:
         self._max_objects = max_objects
         self._max_bytes = max_bytes
 
-    def add(self, state: Any, encoded: bytes) -> None:
+    def add(self, state: Any, encoded: bytes | None) -> None:
+        """Remember ``state``; by its JSON too when ``encoded`` is given (for storage that
+        hands back decoded copies rather than the objects it was given)."""
         with self._lock:
             self._objects[id(state)] = state
             if len(self._objects) > self._max_objects:
                 del self._objects[next(iter(self._objects))]
-            if encoded in self._encoded:
+            if encoded is None or encoded in self._encoded:
                 return
             self._encoded[encoded] = None
             self._encoded_bytes += len(encoded)
@@ -628,11 +661,7 @@ class _KnownStates:
         except ValueError:
             return False
         with self._lock:
-            if encoded not in self._encoded:
-                return False
-            del self._encoded[encoded]  # most recently used goes last
-            self._encoded[encoded] = None
-            return True
+            return encoded in self._encoded
 
 
 def scratchpad(config: ScratchpadConfig | None = None, /, **options: Any) -> ScratchpadLayer:
