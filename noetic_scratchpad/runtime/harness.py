@@ -22,6 +22,7 @@ from ..errors import (
     MaxStepsExceededError,
     ScratchpadConfigError,
     ScratchpadUpdateError,
+    StorageError,
 )
 from ..events import EventBus
 from ..items import FunctionCall, FunctionCallOutput, Item, LLMResponse, Message
@@ -410,6 +411,16 @@ class AgentHarness:
             return FunctionCallOutput(call_id=call.call_id, output=format_output(result))
         except ScratchpadUpdateError as exc:
             return error(exc.message)  # already says how to fix the call
+        except StorageError as exc:
+            # The details (paths, hosts, timeouts) are for the operator, not the model.
+            logger.warning(
+                "tool could not save", tool=call.name, call_id=call.call_id, error=str(exc)
+            )
+            return error(
+                f"The tool {call.name!r} could not save: storage failed or did not answer "
+                "in time (the operator can see why in the logs). Try the call again later; "
+                "repeating the same update is harmless."
+            )
         except Exception as exc:
             logger.warning(
                 "tool failed",

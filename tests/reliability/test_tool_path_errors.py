@@ -269,9 +269,11 @@ async def test_broken_write_gives_the_model_an_error_and_the_run_goes_on() -> No
     output, result, events, _ = await run_with_backend(backend, scratchpad())
 
     assert output.is_error
-    assert "The scratchpad could not be saved (InjectedFault: " in output.output
-    assert "it is unchanged. Try the update again later." in output.output
+    assert "could not save" in output.output
+    assert "Try the call again later" in output.output
+    assert "InjectedFault" not in output.output  # details are for the operator, not the model
     assert rejection(events).reason == "storage"
+    assert "The scratchpad could not be saved (InjectedFault: " in rejection(events).message
     assert await backend.inner.get("layers/scratchpad/t1/state") == PRIOR
     assert result.states["scratchpad"] == PRIOR
 
@@ -286,9 +288,10 @@ async def test_stalled_write_gives_the_model_a_timeout_error_and_the_run_goes_on
     backend.release()
 
     assert output.is_error
-    assert "StorageError: The scratchpad did not answer within 0.2 s" in output.output
-    assert "repeating an update is harmless" in output.output
+    assert "did not answer in time" in output.output
+    assert "repeating the same update is harmless" in output.output
     assert rejection(events).reason == "timeout"
+    assert "The scratchpad did not answer within 0.2 s" in rejection(events).message
     assert elapsed < 5
     assert await backend.inner.get("layers/scratchpad/t1/state") == PRIOR
 
@@ -350,9 +353,11 @@ async def test_locked_sqlite_gives_the_model_an_error_and_the_run_goes_on(tmp_pa
     assert result.output == "Done."
     assert recorder.seen is not None
     assert recorder.seen.is_error
-    assert "stayed locked by another connection" in recorder.seen.output
-    assert "nothing was written" in recorder.seen.output
+    assert "could not save" in recorder.seen.output
+    assert "stayed locked by another connection" not in recorder.seen.output
     assert rejection(events).reason == "storage"
+    assert "stayed locked by another connection" in rejection(events).message
+    assert "nothing was written" in rejection(events).message
     assert after == {**PRIOR, "blockers": []}
 
 
