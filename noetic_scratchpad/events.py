@@ -62,7 +62,11 @@ class UpdateApplied(ScratchpadEvent):
 
 
 class UpdateRejected(ScratchpadEvent):
-    """An update was refused and nothing changed. ``reason`` is a short word."""
+    """An update was dropped. ``reason`` is a short word.
+
+    For every reason but ``"timeout"`` nothing changed. ``"timeout"`` means storage did not
+    answer within ``write_timeout``: the write may still land, and repeating it is harmless.
+    """
 
     kind: Literal["update_rejected"] = "update_rejected"
     hook: WriteSource
