@@ -32,7 +32,9 @@ BatchRunner = Callable[[K, list[J]], Awaitable[Sequence["R | BaseException"]]]
 @dataclass(eq=False, slots=True)
 class _Waiter(Generic[J]):
     job: J
-    wake: anyio.Event = field(default_factory=anyio.Event)
+    # Made only for a writer that has to wait: an uncontended leader never needs one, and
+    # anyio.Event() costs a few microseconds (it looks up the running async library).
+    wake: anyio.Event | None = None
     lead: bool = False
     done: bool = False
     outcome: Any = None
@@ -72,8 +74,9 @@ class KeyedBatcher(Generic[K, J, R]):
             waiter.lead = True
         queue.waiting.append(waiter)
         if not waiter.lead:
+            waiter.wake = wake = anyio.Event()
             try:
-                await waiter.wake.wait()
+                await wake.wait()
             except BaseException:  # cancelled while queued
                 if waiter.lead:
                     queue.waiting.remove(waiter)
@@ -109,7 +112,7 @@ class KeyedBatcher(Generic[K, J, R]):
             waiter.outcome = outcome
             waiter.failed = isinstance(outcome, BaseException)
             waiter.done = True
-            if not waiter.lead:
+            if waiter.wake is not None:  # queued behind the leader, waiting
                 waiter.wake.set()
 
     def _hand_off(self, key: K, queue: _Queue[J]) -> None:
@@ -117,6 +120,7 @@ class KeyedBatcher(Generic[K, J, R]):
         if queue.waiting:
             successor = queue.waiting[0]
             successor.lead = True
-            successor.wake.set()
+            if successor.wake is not None:
+                successor.wake.set()
         else:
             del self._queues[key]
