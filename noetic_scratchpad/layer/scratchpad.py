@@ -204,6 +204,9 @@ class ScratchpadLayer:
                 )
             )
             state = self.initial_state()
+        elif self._gate is not None and stored is not None and not _in_memory(storage):
+            # Just checked: the first write, which reads it back from storage, need not.
+            self._known.add(stored, _json.dumps(stored))
         self.bind(storage, ctx, state)
         return InitResult(state=state)
 
