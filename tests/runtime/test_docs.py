@@ -33,9 +33,7 @@ def test_quickstart_example_runs(index: int, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     if index == 0:
-        assert result.stdout == (
-            "Noted: shipping v2.\n{'currentGoal': 'Ship v2'}\n"
-        )
+        assert result.stdout == ("Noted: shipping v2.\n{'currentGoal': 'Ship v2'}\n")
         assert (tmp_path / "scratchpad.db").exists()
     else:
         assert result.stdout == '<scratchpad>\n{\n  "goal": "v2"\n}\n</scratchpad>\n'
