@@ -222,3 +222,24 @@ async def test_recall_after_float_updates_renders_floats_as_json_does() -> None:
     body = json.dumps(handle.state, indent=2, ensure_ascii=False)
     assert second.items[0].content == f"<scratchpad>\n{body}\n</scratchpad>"
     assert '"ratio": 1e-05' in body
+
+
+def test_states_remembered_for_re_checks_stay_within_their_memory_bound() -> None:
+    """The layer remembers the JSON of states it wrote (to skip re-checking them when
+    storage reads them back) in at most ~2 MB: 20,000 writes of distinct small states leave
+    less than 4 MB behind, not 20,000 of orjson's 4 KB working buffers (80 MB)."""
+    import gc
+    import tracemalloc
+
+    layer = scratchpad(schema=Notes)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for i in range(20_000):
+            layer.apply_update({"goal": f"goal {i}"}, {"count": i})
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - before < 4 * 1024 * 1024

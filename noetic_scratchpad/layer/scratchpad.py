@@ -625,16 +625,20 @@ class _KnownStates:
     nearly always one the layer just produced: the very object (memory storage, or the
     previous write in a SQLite batch) or the same JSON read back from storage. Thread-safe
     (storage may run transitions in its own thread) and bounded: a few objects, and the
-    JSON of recent states up to ``max_bytes`` (oldest out first).
+    JSON of recent states up to ``max_bytes`` and ``max_encoded`` entries (oldest out
+    first).
     """
 
-    def __init__(self, max_objects: int = 8, max_bytes: int = 2 * 1024 * 1024) -> None:
+    def __init__(
+        self, max_objects: int = 8, max_bytes: int = 2 * 1024 * 1024, max_encoded: int = 4096
+    ) -> None:
         self._lock = threading.Lock()
         self._objects: dict[int, Any] = {}
         self._encoded: dict[bytes, None] = {}
         self._encoded_bytes = 0
         self._max_objects = max_objects
         self._max_bytes = max_bytes
+        self._max_encoded = max_encoded
 
     def add(self, state: Any, encoded: bytes | None) -> None:
         """Remember ``state``; by its JSON too when ``encoded`` is given (for storage that
@@ -645,9 +649,14 @@ class _KnownStates:
                 del self._objects[next(iter(self._objects))]
             if encoded is None or encoded in self._encoded:
                 return
-            self._encoded[encoded] = None
-            self._encoded_bytes += len(encoded)
-            while self._encoded_bytes > self._max_bytes and len(self._encoded) > 1:
+            # A copy of exactly its length: orjson's bytes keep their whole working buffer
+            # (about 4 KB even for a 60-byte state), which would make the bound a lie.
+            compact = bytes(memoryview(encoded))
+            self._encoded[compact] = None
+            self._encoded_bytes += len(compact)
+            while len(self._encoded) > 1 and (
+                self._encoded_bytes > self._max_bytes or len(self._encoded) > self._max_encoded
+            ):
                 oldest = next(iter(self._encoded))
                 del self._encoded[oldest]
                 self._encoded_bytes -= len(oldest)
