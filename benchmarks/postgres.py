@@ -169,7 +169,7 @@ async def run(cfg: Config) -> list[Comparison]:
         )
 
         # -- (b) 100 concurrent writers --------------------------------------------------------
-        per_writer = cfg.scale(5, 2)
+        per_writer = cfg.scale(3, 2)
         samples = iter(range(1_000_000))
         for many in (False, True):
             key = f"postgres_concurrent_{'many_scopes' if many else 'one_scope'}"

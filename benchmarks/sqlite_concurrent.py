@@ -86,8 +86,10 @@ async def run(cfg: Config) -> list[Comparison]:
     doc = make_document(5_500)
     workdir = cfg.workdir / "concurrent"
     workdir.mkdir(parents=True, exist_ok=True)
-    per_writer = cfg.scale(10, 2)
-    reps = cfg.reps(7, 3)
+    # Each update adds a key under acks, so the document grows by ~10 bytes an update;
+    # 3 per writer keeps it near 8.5 KB at the end of a sample.
+    per_writer = cfg.scale(3, 2)
+    reps = cfg.reps(9, 3)
 
     backend = await open_storage(f"sqlite:///{workdir / 'ours.db'}")
     layer = bench_layer()
