@@ -79,7 +79,7 @@ async def run(cfg: Config) -> list[Comparison]:
             "full path: recall only": sampler(full_recall),
             "full path: update only": sampler(full_update),
         },
-        cfg.reps(9, 3),
+        cfg.reps(15, 3),
     )
     stored = await backend.get("layers/scratchpad/overhead/state")
     await backend.aclose()

@@ -63,7 +63,7 @@ async def run(cfg: Config) -> list[Comparison]:
     workdir = cfg.workdir / "peer"
     workdir.mkdir(parents=True, exist_ok=True)
     per_writer = cfg.scale(3, 1)
-    reps = cfg.reps(5, 3)
+    reps = cfg.reps(9, 3)
     layer = bench_layer()
     tally = EventTally()
     ours_tally, peer_tally, locked_tally = Throughput(), Throughput(), Throughput()

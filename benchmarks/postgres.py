@@ -147,7 +147,7 @@ async def run(cfg: Config) -> list[Comparison]:
             variants["ours: full path on SQLite"] = sampler(
                 lambda i: sqlite_handle.update(turn_update(i))
             )
-        results = await interleaved(variants, cfg.reps(7, 3))
+        results = await interleaved(variants, cfg.reps(11, 3))
         stored = await backend.get("layers/scratchpad/single/state")
         comparisons.append(
             Comparison(
@@ -227,7 +227,7 @@ async def run(cfg: Config) -> list[Comparison]:
             }
             if sqlite is not None:
                 variants["ours: full path on SQLite"] = ours(sqlite, "sqlite")
-            stats: dict[str, Stats] = await interleaved(variants, cfg.reps(5, 3))
+            stats: dict[str, Stats] = await interleaved(variants, cfg.reps(9, 3))
             comparisons.append(
                 Comparison(
                     question=7,

@@ -89,7 +89,7 @@ async def run(cfg: Config) -> list[Comparison]:
     # Each update adds a key under acks, so the document grows by ~10 bytes an update;
     # 3 per writer keeps it near 8.5 KB at the end of a sample.
     per_writer = cfg.scale(3, 2)
-    reps = cfg.reps(9, 3)
+    reps = cfg.reps(15, 3)
 
     backend = await open_storage(f"sqlite:///{workdir / 'ours.db'}")
     layer = bench_layer()

@@ -172,7 +172,7 @@ async def run(cfg: Config) -> list[Comparison]:
                 "aiosqlite RMW, 4 hops": sampler(four_hops),
                 "plain sqlite3 RMW": sampler(plain),
             },
-            cfg.reps(9, 3),
+            cfg.reps(15, 3),
         )
         stored = await backend.get(key)
     finally:

@@ -99,7 +99,7 @@ async def run(cfg: Config) -> list[Comparison]:
         if sqlite is not None:
             variants[f"update on SQLite @ {kb} KB"] = update_sampler("sqlite", kb)
     try:
-        results = await interleaved(variants, cfg.reps(5, 3))
+        results = await interleaved(variants, cfg.reps(9, 3))
     finally:
         await memory.aclose()
         if sqlite is not None:

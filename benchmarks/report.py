@@ -1,0 +1,71 @@
+"""``python -m benchmarks.report [results.json]``: the results as Markdown tables.
+
+Used to refresh the figures in ``docs/benchmarks.md`` after a full run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .__main__ import DEFAULT_JSON, fmt
+
+
+def summary(document: dict[str, Any]) -> str:
+    lines = [
+        "| # | comparison | candidate | baseline | ratio (per-rep range) | target | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in document["comparisons"]:
+        if c["skipped"]:
+            lines.append(f"| {c['question']} | {c['title']} | skipped: {c['skipped']} | | | | |")
+            continue
+        cand, base = c["results"][c["candidate"]], c["results"][c["baseline"]]
+        spread = c["ratio_range"] or {}
+        ratio = f"{c['ratio']:.2f}x ({spread.get('min', 0):.2f}-{spread.get('max', 0):.2f})"
+        lines.append(
+            f"| {c['question']} | {c['title']} | {c['candidate']}: {fmt(cand['median'])} "
+            f"{c['unit']} | {c['baseline']}: {fmt(base['median'])} {c['unit']} | {ratio} "
+            f"| {c['target']} | {'yes' if c['met'] else '**no**'} |"
+        )
+    return "\n".join(lines)
+
+
+def details(document: dict[str, Any]) -> str:
+    parts = []
+    for c in document["comparisons"]:
+        if c["skipped"]:
+            continue
+        parts.append(f"#### ({c['question']}) {c['title']}\n")
+        parts.append(f"| variant | median {c['unit']} | min - max |")
+        parts.append("|---|---|---|")
+        for name, stats in c["results"].items():
+            parts.append(
+                f"| {name} | {fmt(stats['median'])} | {fmt(stats['min'])} - {fmt(stats['max'])} |"
+            )
+        extra = {k: v for k, v in c["extra"].items() if k in ("lost", "acknowledged")}
+        if extra:
+            parts.append(f"\n{json.dumps(extra)}")
+        parts.append("")
+    return "\n".join(parts)
+
+
+def main() -> None:
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_JSON
+    document = json.loads(path.read_text())
+    machine = document["machine"]
+    print(
+        f"Run {document['started_at']}, {document['seconds']:.0f} s, "
+        f"{'quick' if document['quick'] else 'full'} mode; {machine['cpu']}, "
+        f"{machine['cpus']} CPUs, load {machine['loadavg']}, Python {machine['python']}, "
+        f"SQLite {machine['sqlite']}.\n"
+    )
+    print(summary(document))
+    print()
+    print(details(document))
+
+
+if __name__ == "__main__":
+    main()
