@@ -84,7 +84,13 @@ class Notes(BaseModel):
 VALID = {"goal": "ship it", "steps": [{"title": "plan"}], "count": 1, "tags": {"a": 1}}
 UPDATE_VALUES = st.one_of(
     SCALARS,
-    st.lists(st.fixed_dictionaries({"title": st.text(max_size=15)}), max_size=2),
+    st.lists(
+        st.fixed_dictionaries(
+            {}, optional={"title": st.text(max_size=15), "done": st.booleans() | st.integers()}
+        ),
+        max_size=2,
+    ),
+    st.fixed_dictionaries({}, optional={"title": st.text(max_size=3), "x": st.integers()}),
     st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=3), max_size=3),
 )
 UPDATES = st.dictionaries(
