@@ -1,6 +1,6 @@
 """The OpenAI adapters against the ``openai`` SDK's own types, with no network.
 
-Requests go through the real ``AsyncOpenAI`` client into an ``httpx.MockTransport``, so the
+Requests go through the real ``AsyncOpenAI`` client into a mock transport, so the
 SDK serializes what the adapter built and parses what a server would answer.
 """
 
@@ -10,13 +10,18 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 from pydantic import TypeAdapter
 
 openai = pytest.importorskip("openai")
 
-from openai.types.chat import (  # noqa: E402  # noqa: E402
+# Newer openai SDKs run on httpx2 and older ones on httpx; use whichever the SDK brought.
+try:
+    import httpx2 as httpx
+except ImportError:
+    import httpx  # type: ignore[no-redef]
+
+from openai.types.chat import (  # noqa: E402
     ChatCompletion,
     ChatCompletionAssistantMessageParam,
     ChatCompletionFunctionToolParam,
