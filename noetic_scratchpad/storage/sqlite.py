@@ -20,6 +20,7 @@ import sqlite3
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,8 @@ _T = TypeVar("_T")
 _SQLITE_BUSY = 5
 #: Keys per ``IN (...)`` query: under SQLite's smallest host-parameter limit (999).
 _GET_MANY_CHUNK = 500
+#: Rows whose last committed text and decoded value the writer keeps (see ``_recent``).
+_RECENT_ROWS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +254,11 @@ class SqliteStorage(StorageBackend):
         self._in_flight = 0
         self._idle: anyio.Event | None = None
         self._closed = False
+        # key -> (text, value) of rows this writer committed lately; touched only in the
+        # writer's thread. A read whose text equals the cached text reuses the value instead
+        # of parsing it again: the common case, since the writer usually wrote it itself.
+        # The text comparison makes a stale entry (another process wrote since) harmless.
+        self._recent: OrderedDict[str, tuple[str, Any]] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"SqliteStorage({self.path!r}, synchronous={self.options.synchronous!r})"
@@ -378,7 +386,7 @@ class SqliteStorage(StorageBackend):
         except sqlite3.Error as exc:
             return [self._database_error(exc, "start a write transaction")] * len(jobs)
         try:
-            outcomes = self._apply(conn, jobs)
+            outcomes, written = self._apply(conn, jobs)
             conn.execute("COMMIT")
         except BaseException as exc:
             # SQLite may have rolled back already, or the connection is gone: nothing to undo.
@@ -387,7 +395,20 @@ class SqliteStorage(StorageBackend):
             if not isinstance(exc, sqlite3.Error):
                 raise
             return [self._database_error(exc, "write")] * len(jobs)
+        self._remember(written)
         return outcomes
+
+    def _remember(self, written: dict[str, tuple[str, Any] | None]) -> None:
+        """Keep the rows a committed batch wrote, forgetting deleted and undecoded ones."""
+        recent = self._recent
+        for key, row in written.items():
+            if row is None or row[1] is _MISSING:
+                recent.pop(key, None)
+            else:
+                recent[key] = row
+                recent.move_to_end(key)
+        while len(recent) > _RECENT_ROWS:
+            recent.popitem(last=False)
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         """``BEGIN IMMEDIATE`` with bounded retry; SQLite waits ``busy_timeout`` each time."""
@@ -401,20 +422,24 @@ class SqliteStorage(StorageBackend):
                     raise
                 time.sleep(0.01 * (attempt + 1))  # this thread is the writer's; nobody waits on it
 
-    def _apply(self, conn: sqlite3.Connection, jobs: Sequence[_Job]) -> builtins.list[Any]:
+    def _apply(
+        self, conn: sqlite3.Connection, jobs: Sequence[_Job]
+    ) -> tuple[builtins.list[Any], dict[str, tuple[str, Any] | None]]:
+        """Apply ``jobs`` inside the open transaction: one outcome per job, and the rows
+        written as (text, value), the value ``_MISSING`` for a ``set``; ``None`` deletes."""
         # Values read or written in this batch, so jobs on one key chain without re-reading.
         latest: dict[str, Any] = {}
-        dirty: dict[str, str | None] = {}
+        written: dict[str, tuple[str, Any] | None] = {}
         outcomes: builtins.list[Any] = []
         for job in jobs:
             key = job.key
             if isinstance(job, _Set):
                 latest[key] = _Encoded(job.text)
-                dirty[key] = job.text
+                written[key] = (job.text, _MISSING)
                 outcomes.append(None)
             elif isinstance(job, _Delete):
                 latest[key] = None
-                dirty[key] = None
+                written[key] = None
                 outcomes.append(None)
             else:
                 current = latest.get(key, _MISSING)
@@ -433,17 +458,20 @@ class SqliteStorage(StorageBackend):
                     outcomes.append(exc)
                     continue
                 latest[key] = value
-                dirty[key] = text
+                written[key] = (text, value)
                 outcomes.append(value)
         now = time.time()
-        for key, final in dirty.items():
+        for key, final in written.items():
             if final is None:
                 conn.execute(self._sql_delete, (key,))
             else:
-                conn.execute(self._sql_upsert, (key, final, now))
-        return outcomes
+                conn.execute(self._sql_upsert, (key, final[0], now))
+        return outcomes, written
 
     def _decode(self, key: str, text: str) -> JsonValue:
+        cached = self._recent.get(key)
+        if cached is not None and cached[0] == text:
+            return cached[1]
         try:
             return _json.loads(text)
         except ValueError as exc:

@@ -397,6 +397,60 @@ async def test_mixed_jobs_in_one_batch(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 @pytest.mark.asyncio
+async def test_set_then_failing_update_in_one_batch_keeps_the_set(tmp_path: Path) -> None:
+    """A failing update after a set of the same key in one transaction writes the set."""
+
+    def fail(current: Any) -> Any:
+        raise ValueError("refused")
+
+    async with await SqliteStorage.open(url_of(tmp_path / "s.db")) as storage:
+        outcomes = await asyncio.gather(
+            storage.set("k", {"set": 1}), storage.update("k", fail), return_exceptions=True
+        )
+        assert outcomes[0] is None
+        assert isinstance(outcomes[1], ValueError)
+        assert await storage.get("k") == {"set": 1}
+
+
+@pytest.mark.asyncio
+async def test_update_sees_a_row_another_connection_rewrote(tmp_path: Path) -> None:
+    """The writer reuses values it committed itself only while the row's text is unchanged:
+    a row rewritten by another connection (another process) is read afresh."""
+    path = tmp_path / "r.db"
+    seen: list[Any] = []
+
+    def record(current: Any) -> Any:
+        seen.append(current)
+        return {**current, "n": current["n"] + 1}
+
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.update("k", lambda current: {"n": 1, "by": "us"})
+        await storage.update("k", record)
+        other = sqlite3.connect(path)
+        with other:
+            other.execute(
+                "UPDATE scratchpad_kv SET value = ? WHERE key = ?", ('{"n": 10, "by": "them"}', "k")
+            )
+        other.close()
+        assert await storage.update("k", record) == {"n": 11, "by": "them"}
+        assert seen == [{"n": 1, "by": "us"}, {"n": 10, "by": "them"}]
+
+
+@pytest.mark.asyncio
+async def test_update_hands_fn_the_value_it_committed_without_parsing_again(
+    tmp_path: Path,
+) -> None:
+    """An unchanged row is handed to the next update as the very object last committed,
+    which is what lets the layer skip validating a state it wrote itself."""
+    async with await SqliteStorage.open(url_of(tmp_path / "o.db")) as storage:
+        first = await storage.update("k", lambda current: {"n": 1})
+        handed: list[Any] = []
+        await storage.update("k", lambda current: handed.append(current) or {"n": 2})
+        assert handed[0] is first
+        assert await storage.get("k") == {"n": 2}
+
+
+@pytest.mark.asyncio
 async def test_database_error_fails_the_whole_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
