@@ -6,6 +6,10 @@ arrive meanwhile queue up, and when the batch is done leadership passes to the f
 them, who runs everything queued as the next batch. Each writer gets its own job's result,
 and only after its batch has finished (for storage: after the commit).
 
+A batch that carries other writers' jobs is shielded from the leader's cancellation; a
+batch of the leader's own job alone is not, so a timeout can abandon it (a storage write
+abandoned that way may still land).
+
 Keys are forgotten as soon as nothing is queued or running for them, so the registry does
 not grow with the number of scopes ever seen.
 """
@@ -97,23 +101,33 @@ class KeyedBatcher(Generic[K, J, R]):
     async def _lead(self, key: K, queue: _Queue[J]) -> None:
         take = min(len(queue.waiting), self.max_batch)
         batch = [queue.waiting.popleft() for _ in range(take)]
-        # Shielded: the jobs of other tasks ride on this batch, so the leader's
-        # cancellation must not abandon them half-way.
-        with anyio.CancelScope(shield=True):
-            try:
-                outcomes: Sequence[Any] = await self._run_batch(key, [w.job for w in batch])
-                if len(outcomes) != len(batch):
-                    raise RuntimeError(
-                        f"batch runner returned {len(outcomes)} results for {len(batch)} jobs"
-                    )
-            except BaseException as exc:
-                outcomes = [exc] * len(batch)
+        jobs = [waiter.job for waiter in batch]
+        if len(batch) == 1:
+            # Only the leader's own job: its cancellation (a timeout, say) may abandon it,
+            # and an error is simply its own.
+            outcomes: Sequence[Any] = await self._run_checked(key, jobs)
+        else:
+            # Shielded: the jobs of other tasks ride on this batch, so the leader's
+            # cancellation must not abandon them half-way.
+            with anyio.CancelScope(shield=True):
+                try:
+                    outcomes = await self._run_checked(key, jobs)
+                except BaseException as exc:
+                    outcomes = [exc] * len(batch)
         for waiter, outcome in zip(batch, outcomes, strict=True):
             waiter.outcome = outcome
             waiter.failed = isinstance(outcome, BaseException)
             waiter.done = True
             if waiter.wake is not None:  # queued behind the leader, waiting
                 waiter.wake.set()
+
+    async def _run_checked(self, key: K, jobs: list[J]) -> Sequence[Any]:
+        outcomes = await self._run_batch(key, jobs)
+        if len(outcomes) != len(jobs):
+            raise RuntimeError(
+                f"batch runner returned {len(outcomes)} results for {len(jobs)} jobs"
+            )
+        return outcomes
 
     def _hand_off(self, key: K, queue: _Queue[J]) -> None:
         """Wake the next queued writer as leader, or forget the key."""

@@ -269,35 +269,76 @@ async def test_cancelled_heir_hands_leadership_on() -> None:
 
 
 async def scenario_leader_cancelled_mid_batch() -> None:
-    recorder = Recorder()
-    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder)
+    gates = {"first": anyio.Event(), "leader": anyio.Event()}
+    shared_started = anyio.Event()
+    batches: list[list[str]] = []
+
+    async def runner(key: str, jobs: list[str]) -> list[str]:
+        batches.append(list(jobs))
+        if "leader" in jobs:
+            shared_started.set()
+        await gates[jobs[0]].wait()
+        return jobs
+
+    batcher: KeyedBatcher[str, str, str] = KeyedBatcher(runner)
     leader_scope = anyio.CancelScope()
-    results: dict[str, Any] = {}
+    results: dict[str, str] = {}
 
     async def submit(job: str, scope: anyio.CancelScope | None = None) -> None:
         with scope or anyio.CancelScope():
             results[job] = await batcher.submit("k", job)
 
-    recorder.block("k")
     async with anyio.create_task_group() as tg:
+        tg.start_soon(submit, "first")
+        await wait_until(lambda: batches == [["first"]])
         tg.start_soon(submit, "leader", leader_scope)
-        await recorder.started["k"].wait()
-        tg.start_soon(submit, "rider")
         await wait_until(lambda: _queued(batcher, "k") == 1)
+        tg.start_soon(submit, "rider")
+        await wait_until(lambda: _queued(batcher, "k") == 2)
+        gates["first"].set()
+        await shared_started.wait()  # "leader" now leads the batch [leader, rider]
         leader_scope.cancel()
         await anyio.lowlevel.checkpoint()
-        recorder.release("k")
-    # The batch ran to its end although its leader was cancelled; the rider's job ran too.
-    assert [jobs for _, jobs in recorder.batches] == [["leader"], ["rider"]]
+        gates["leader"].set()
+    # The shared batch ran to its end although its leader was cancelled: the rider got its
+    # result, and the queue moved on.
+    assert batches == [["first"], ["leader", "rider"]]
+    assert results["first"] == "first"
     assert results["rider"] == "rider"
     assert len(batcher) == 0
 
 
 @pytest.mark.asyncio
-async def test_cancelling_a_leader_does_not_abandon_its_batch() -> None:
-    """Cancelling the task that leads a running batch lets the batch finish (it is shielded)
-    and the jobs queued behind it still run."""
+async def test_cancelling_a_leader_does_not_abandon_a_shared_batch() -> None:
+    """Cancelling the task that leads a batch carrying other writers' jobs lets the batch
+    finish (it is shielded), and those writers get their results."""
     await bounded(scenario_leader_cancelled_mid_batch)
+
+
+async def scenario_lone_leader_cancelled() -> None:
+    batches: list[list[str]] = []
+    stuck = anyio.Event()
+
+    async def runner(key: str, jobs: list[str]) -> list[str]:
+        batches.append(list(jobs))
+        if jobs == ["stuck"]:
+            await stuck.wait()  # never set: only cancellation ends this batch
+        return jobs
+
+    batcher: KeyedBatcher[str, str, str] = KeyedBatcher(runner)
+    with anyio.move_on_after(0.2) as scope:
+        await batcher.submit("k", "stuck")
+    assert scope.cancelled_caught
+    assert len(batcher) == 0
+    assert await batcher.submit("k", "next") == "next"
+    assert batches == [["stuck"], ["next"]]
+
+
+@pytest.mark.asyncio
+async def test_a_timeout_abandons_a_batch_of_the_leaders_own_job() -> None:
+    """A batch that carries only its leader's job is not shielded: a timeout around the
+    leader ends the wait at once, the key is freed, and later jobs run."""
+    await bounded(scenario_lone_leader_cancelled)
 
 
 async def scenario_registry_empties() -> None:
@@ -334,6 +375,7 @@ SCENARIOS: list[Callable[[], Awaitable[None]]] = [
     scenario_cancel_queued,
     scenario_cancel_handoff,
     scenario_leader_cancelled_mid_batch,
+    scenario_lone_leader_cancelled,
     scenario_registry_empties,
 ]
 

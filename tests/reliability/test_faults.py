@@ -466,12 +466,6 @@ async def test_sqlite_write_waits_for_a_lock_released_within_the_busy_timeout(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="KeyedBatcher shields the leader's batch, so the layer's write_timeout cannot "
-    "cut off a SQLite write that leads its batch; it waits the whole busy_timeout "
-    "(reported to the lead)",
-)
 @pytest.mark.asyncio
 async def test_write_timeout_bounds_a_sqlite_write_stuck_behind_a_lock(tmp_path: Path) -> None:
     """A SQLite write that waits for another process's lock (busy_timeout 2 s) is cut off
