@@ -465,14 +465,17 @@ class ScratchpadHandle:
             return copied
         return _copy_state(state)
 
-    async def update(self, values: Mapping[str, Any]) -> ScratchpadState:
-        """Merge ``values`` into the scratchpad and return a copy of the new state.
+    async def update(self, values: Mapping[str, Any]) -> None:
+        """Merge ``values`` into the scratchpad and store it; ``snapshot`` shows the result.
+
+        Like ``dict.update`` it returns ``None``: a copy of the state on every write would
+        cost as much as the write itself on a large scratchpad.
 
         Raises ``ScratchpadValidationError`` (schema), ``ScratchpadReadOnlyError``,
         ``ScratchpadUpdateError`` (bad values, too large) or ``StorageError``; on any of
         them the stored state is unchanged.
         """
-        return self._copy(await self.apply(values, source="api"))
+        await self.apply(values, source="api")
 
     async def call(
         self, name: str, args: str | Mapping[str, Any], *, call_id: str | None = None

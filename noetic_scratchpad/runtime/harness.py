@@ -475,7 +475,7 @@ class AgentHarness:
 
         Goes through the same serialized write as the model's tool calls (events say
         ``"api"``); raises ``ScratchpadValidationError`` and the other update errors, with
-        the stored state unchanged. Returns a copy of the new state.
+        the stored state unchanged. Returns a copy of the new state (the handle's ``snapshot``).
         """
         layer = self.layer(layer_id)
         ctx = ExecutionContext(
@@ -486,7 +486,8 @@ class AgentHarness:
         update = getattr(handle, "update", None)
         if update is None:
             raise TypeError(f"the layer {layer_id!r} has no update function for code to call")
-        return await update(values)
+        await update(values)
+        return getattr(handle, "snapshot", None)
 
     def __repr__(self) -> str:
         layers = ", ".join(layer.id for layer in self.layers)

@@ -66,14 +66,18 @@ async def test_snapshot_is_a_copy(bind: Bind) -> None:
 
 
 @pytest.mark.asyncio
-async def test_update_returns_a_copy_of_the_new_state(bind: Bind) -> None:
-    """``await handle.update`` merges, stores, reports source "api" and returns a copy."""
+async def test_update_stores_and_snapshot_shows_a_copy(bind: Bind) -> None:
+    """``await handle.update`` merges, stores and reports source "api"; it returns ``None``
+    (as ``dict.update`` does) and ``snapshot`` then shows a copy of the new state."""
     scope = await bind(scratchpad(schema=TaskNotes))
 
     with capture_events(scope.ctx.events) as events:
         returned = await scope.handle.update({"currentGoal": "g", "completedSteps": ["a"]})
-    assert isinstance(returned, dict)
-    returned["completedSteps"].append("mutated")
+    assert returned is None
+    snapshot = scope.handle.snapshot
+    assert snapshot == {"currentGoal": "g", "completedSteps": ["a"]}
+    assert isinstance(snapshot, dict)
+    snapshot["completedSteps"].append("mutated")
 
     assert await scope.stored() == {"currentGoal": "g", "completedSteps": ["a"]}
     assert [(e.source, e.keys, e.call_id) for e in events.of(UpdateApplied)] == [

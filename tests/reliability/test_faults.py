@@ -81,7 +81,8 @@ async def test_update_failing_mid_write_keeps_prior_state(faulty: FaultyStorage)
     assert handle.snapshot == PRIOR
 
     faulty.heal()
-    assert await handle.update({"steps": ["write tests", "fix bugs"]}) == {
+    await handle.update({"steps": ["write tests", "fix bugs"]})
+    assert handle.snapshot == {
         **PRIOR,
         "steps": ["write tests", "fix bugs"],
     }
@@ -225,7 +226,8 @@ async def test_stalled_write_is_bounded_by_write_timeout(faulty: FaultyStorage) 
     faulty.release()
     await anyio.sleep(0.01)
     assert await faulty.inner.get(STATE_KEY) == PRIOR
-    assert await handle.update({"goal": "on time"}) == {**PRIOR, "goal": "on time"}
+    await handle.update({"goal": "on time"})
+    assert handle.snapshot == {**PRIOR, "goal": "on time"}
 
 
 @pytest.mark.asyncio
@@ -245,7 +247,8 @@ async def test_write_acknowledged_late_is_not_reported_as_lost(faulty: FaultySto
     written = {**PRIOR, "notes": {"owner": "ana", "reviewer": "eve"}}
     assert await faulty.inner.get(STATE_KEY) == written
     faulty.release()
-    assert await handle.update({"notes": {"reviewer": "eve"}}) == written
+    await handle.update({"notes": {"reviewer": "eve"}})
+    assert handle.snapshot == written
 
 
 @pytest.mark.asyncio
@@ -428,7 +431,8 @@ async def test_sqlite_locked_by_another_process_past_the_busy_timeout(tmp_path: 
             ("store", "storage")
         ]
 
-        assert await handle.update({"goal": "unblocked"}) == {**PRIOR, "goal": "unblocked"}
+        await handle.update({"goal": "unblocked"})
+        assert handle.snapshot == {**PRIOR, "goal": "unblocked"}
         assert await backend.get(STATE_KEY) == {**PRIOR, "goal": "unblocked"}
     finally:
         await backend.aclose()
@@ -451,7 +455,8 @@ async def test_sqlite_write_waits_for_a_lock_released_within_the_busy_timeout(
             landed: list[Any] = []
 
             async def write() -> None:
-                landed.append(await handle.update({"goal": "after the lock"}))
+                await handle.update({"goal": "after the lock"})
+                landed.append(handle.snapshot)
 
             with capture_events(handle.ctx.events) as events:
                 tg.start_soon(write)
@@ -490,7 +495,8 @@ async def test_write_timeout_bounds_a_sqlite_write_stuck_behind_a_lock(tmp_path:
         assert "did not answer within 0.3 s" in str(info.value)
         assert [e.reason for e in events.of(UpdateRejected)] == ["timeout"]
         # The writer is FIFO: this write queues behind the abandoned one, which lands first.
-        assert await handle.update({"steps": []}) == {**PRIOR, "goal": "abandoned", "steps": []}
+        await handle.update({"steps": []})
+        assert handle.snapshot == {**PRIOR, "goal": "abandoned", "steps": []}
     finally:
         await backend.aclose()
 

@@ -213,7 +213,8 @@ async def test_tool_reads_and_writes_through_context_handle() -> None:
         pad = ctx.context["scratchpad"]
         seen.append(pad.snapshot)
         pad.snapshot["mutated"] = True  # a copy: the stored state must not change
-        return await pad.update({"facts": [*pad.snapshot.get("facts", []), args["fact"]]})
+        await pad.update({"facts": [*pad.snapshot.get("facts", []), args["fact"]]})
+        return pad.snapshot
 
     tool = Tool(
         name="remember",

@@ -31,7 +31,8 @@ async def main(url: str, index: int, writes: int, thread_id: str) -> None:
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         sizes = []
         for n in range(writes):
-            state = await handle.update({f"p{index}_{n}": n})
+            await handle.update({f"p{index}_{n}": n})
+            state = handle.state  # the state this write produced (one writer per process)
             assert isinstance(state, dict)
             sizes.append(len(state))
         print(json.dumps(sizes), flush=True)
