@@ -64,6 +64,8 @@ class KeyedBatcher(Generic[K, J, R]):
         self._run_batch = run_batch
         self.max_batch = max_batch
         self._queues: dict[K, _Queue[J]] = {}
+        # Whether the last batch carried several jobs: writers are arriving together.
+        self._contended = False
 
     def __len__(self) -> int:
         """How many keys have work queued or running (0 when idle)."""
@@ -77,7 +79,16 @@ class KeyedBatcher(Generic[K, J, R]):
             queue = self._queues[key] = _Queue()
             waiter.lead = True
         queue.waiting.append(waiter)
-        if not waiter.lead:
+        if waiter.lead and self._contended:
+            # Writers woken together by the last batch are ready to run: let them queue up
+            # first, so they share this batch instead of waiting for the next one.
+            try:
+                await anyio.lowlevel.checkpoint()
+            except BaseException:
+                queue.waiting.remove(waiter)
+                self._hand_off(key, queue)
+                raise
+        elif not waiter.lead:
             waiter.wake = wake = anyio.Event()
             try:
                 await wake.wait()
@@ -101,6 +112,7 @@ class KeyedBatcher(Generic[K, J, R]):
     async def _lead(self, key: K, queue: _Queue[J]) -> None:
         take = min(len(queue.waiting), self.max_batch)
         batch = [queue.waiting.popleft() for _ in range(take)]
+        self._contended = take > 1
         jobs = [waiter.job for waiter in batch]
         if len(batch) == 1:
             # Only the leader's own job: its cancellation (a timeout, say) may abandon it,
