@@ -27,7 +27,7 @@ from ..items import FunctionCall, LLMResponse, Message
 from ..merge import MAX_DEPTH, InvalidValueError, merge_state, to_json_value
 from ..render import contains_float, estimate_tokens, render_view
 from ..schema import SchemaGate
-from ..storage import MemoryStorage, ScopedStorage
+from ..storage import ScopedStorage
 from .base import (
     Budget,
     FunctionOutcome,
@@ -637,7 +637,7 @@ class _Written:
 def _in_memory(storage: ScopedStorage) -> bool:
     """Whether writes go to plain memory storage, whose ``update`` never suspends (so no
     timeout could fire) and hands ``fn`` the very object it stored last."""
-    return type(storage) is ScopedStorage and type(storage.backend).update is MemoryStorage.update
+    return type(storage) is ScopedStorage and type(storage.backend).in_process
 
 
 class _KnownStates:

@@ -43,6 +43,11 @@ class StorageBackend(ABC):
     #: The URL scheme(s) a backend registers under, for messages and the CLI.
     url: str = ""
 
+    #: ``True`` when ``update`` never suspends and hands ``fn`` the very object it stored
+    #: last (no copy, no decoding): callers may then skip timeouts and re-checks. Wrappers
+    #: and backends that do I/O leave it ``False``.
+    in_process: bool = False
+
     @abstractmethod
     async def get(self, key: str) -> JsonValue | None:
         """Return the value at ``key``, or ``None`` when the key is missing."""

@@ -23,6 +23,7 @@ class MemoryStorage(StorageBackend):
     """
 
     url = "memory://"
+    in_process = True
 
     def __init__(self) -> None:
         self._values: dict[str, tuple[Any, float]] = {}
