@@ -359,16 +359,16 @@ async def scenario_woken_writers_share_a_batch() -> None:
         for w in range(10):
             tg.start_soon(writer, w)
     # The 10 writers a batch wakes all join the next batch instead of one of them running
-    # a batch of its own first (which gives 1, 10, 1, 10, 1, 7). Loops differ in how they
-    # schedule the last writers, so only the first batches are exact.
-    assert sizes[:3] == [1, 10, 10]
-    assert sum(sizes) == 30
+    # a batch of its own first (which gives 1, 10, 1, 10, 1, 7).
+    assert sizes == [1, 10, 10, 9]
 
 
 @pytest.mark.asyncio
 async def test_writers_woken_by_a_batch_share_the_next_one() -> None:
     """Under contention a new leader lets the writers woken with it queue up first, so
-    group commit keeps combining instead of alternating with batches of one."""
+    group commit keeps combining instead of alternating with batches of one. (asyncio
+    only: trio runs ready tasks in a deliberately shuffled order, so there the yield helps
+    on average but fixes no batch sizes.)"""
     await bounded(scenario_woken_writers_share_a_batch)
 
 
@@ -407,7 +407,6 @@ SCENARIOS: list[Callable[[], Awaitable[None]]] = [
     scenario_cancel_handoff,
     scenario_leader_cancelled_mid_batch,
     scenario_lone_leader_cancelled,
-    scenario_woken_writers_share_a_batch,
     scenario_registry_empties,
 ]
 
