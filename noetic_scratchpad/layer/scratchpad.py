@@ -484,8 +484,7 @@ class ScratchpadHandle:
         """Run the provided function ``name`` as the model's tool call; returns its output."""
         if name != "update":
             raise KeyError(f"the scratchpad provides no function {name!r}; it has 'update'")
-        await self.apply(args, source="tool", call_id=call_id)
-        return _applied_text(parse_arguments(args))
+        return _applied_text(await self.apply(args, source="tool", call_id=call_id))
 
     async def apply(
         self,
@@ -493,8 +492,12 @@ class ScratchpadHandle:
         *,
         source: WriteSource,
         call_id: str | None = None,
-    ) -> ScratchpadState:
-        """Apply one update through the serialized path, reporting it as an event."""
+    ) -> dict[str, Any]:
+        """Apply one update through the serialized path, reporting it as an event.
+
+        Returns the update as it was merged (parsed, checked, forbidden keys stripped);
+        ``state`` holds the result.
+        """
         layer = self.layer
         try:
             if layer.config.read_only:
@@ -528,7 +531,7 @@ class ScratchpadHandle:
                 call_id=call_id,
             )
         )
-        return self.state
+        return update
 
     async def refresh(self) -> ScratchpadState:
         """Re-read the stored state (another execution may have written it)."""
