@@ -16,6 +16,7 @@ not grow with the number of scopes ever seen.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -33,12 +34,36 @@ R = TypeVar("R")
 BatchRunner = Callable[[K, list[J]], Awaitable[Sequence["R | BaseException"]]]
 
 
+#: What a queued writer sleeps on: a future of the running asyncio loop, else (trio) an
+#: anyio event. anyio.Event() costs several times a future (it looks up the running async
+#: library each time), and a batch of 100 writers makes 100 of them.
+_Wake = asyncio.Future[None] | anyio.Event
+
+
+def _new_wake() -> _Wake:
+    loop = asyncio._get_running_loop()
+    return anyio.Event() if loop is None else loop.create_future()
+
+
+async def _sleep(wake: _Wake) -> None:
+    if isinstance(wake, anyio.Event):
+        await wake.wait()
+    else:
+        await wake  # cancelling the waiting task cancels the future too, which is harmless
+
+
+def _set(wake: _Wake) -> None:
+    if isinstance(wake, anyio.Event):
+        wake.set()
+    elif not wake.done():  # done: its writer was cancelled while it slept
+        wake.set_result(None)
+
+
 @dataclass(eq=False, slots=True)
 class _Waiter(Generic[J]):
     job: J
-    # Made only for a writer that has to wait: an uncontended leader never needs one, and
-    # anyio.Event() costs a few microseconds (it looks up the running async library).
-    wake: anyio.Event | None = None
+    # Made only for a writer that has to wait: an uncontended leader never needs one.
+    wake: _Wake | None = None
     lead: bool = False
     done: bool = False
     outcome: Any = None
@@ -89,9 +114,9 @@ class KeyedBatcher(Generic[K, J, R]):
                 self._hand_off(key, queue)
                 raise
         elif not waiter.lead:
-            waiter.wake = wake = anyio.Event()
+            waiter.wake = wake = _new_wake()
             try:
-                await wake.wait()
+                await _sleep(wake)
             except BaseException:  # cancelled while queued
                 if waiter.lead:
                     queue.waiting.remove(waiter)
@@ -131,7 +156,7 @@ class KeyedBatcher(Generic[K, J, R]):
             waiter.failed = isinstance(outcome, BaseException)
             waiter.done = True
             if waiter.wake is not None:  # queued behind the leader, waiting
-                waiter.wake.set()
+                _set(waiter.wake)
 
     async def _run_checked(self, key: K, jobs: list[J]) -> Sequence[Any]:
         outcomes = await self._run_batch(key, jobs)
@@ -147,6 +172,6 @@ class KeyedBatcher(Generic[K, J, R]):
             successor = queue.waiting[0]
             successor.lead = True
             if successor.wake is not None:
-                successor.wake.set()
+                _set(successor.wake)
         else:
             del self._queues[key]

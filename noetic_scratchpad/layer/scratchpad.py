@@ -205,10 +205,10 @@ class ScratchpadLayer:
                 )
             )
             state = self.initial_state()
-        elif self._gate is not None and stored is not None and not _in_memory(storage):
-            # Just checked: the first write, which reads it back from storage, need not.
-            self._known.add(stored, _json.dumps(stored))
-        self.bind(storage, ctx, state)
+        handle = self.bind(storage, ctx, state)
+        if problem is None and stored is not None and self._gate is not None:
+            # Just checked: the first write, which reads a copy of it back, need not.
+            handle.seen(stored)
         return InitResult(state=state)
 
     async def recall(
@@ -335,15 +335,16 @@ class ScratchpadLayer:
         A state that no longer fits the schema (written before the schema changed) is
         replaced by the initial state first, as at init, so it cannot block later updates.
         """
-        return self._apply_update(state, update, decoded_copies=True)[0]
+        return self._apply_update(state, update)[0]
 
     def _apply_update(
-        self, state: Any, update: Mapping[str, Any], *, decoded_copies: bool
+        self, state: Any, update: Mapping[str, Any], *, passed_json: bytes | None = None
     ) -> tuple[dict[str, Any], bytes]:
-        """:meth:`apply_update`, also returning the new state's JSON. ``decoded_copies``:
-        the storage hands back decoded copies of what it stores, not the objects."""
-        by_content = decoded_copies and self._gate is not None
-        known = self._known.contains(state, by_content=by_content)
+        """:meth:`apply_update`, also returning the new state's JSON. ``passed_json``: the
+        JSON of a state known to pass, so that a decoded copy of it need not be checked."""
+        known = self._known.contains(state) or (
+            passed_json is not None and self._gate is not None and _json_is(state, passed_json)
+        )
         if not known and self._state_problem(state) is not None:
             # Checked before merging: an update that happens to fix the bad field must not
             # bring back the rest of a state that init reported as discarded.
@@ -366,7 +367,7 @@ class ScratchpadLayer:
                 f"{self.config.max_state_bytes:,}. {_FIX_HINTS['too_large']}",
                 reason="too_large",
             )
-        self._known.add(merged, encoded if by_content else None)
+        self._known.add(merged)
         return merged, encoded
 
     def _state_problem(self, state: Any) -> tuple[str, list[dict[str, Any]]] | None:
@@ -442,6 +443,12 @@ class ScratchpadHandle:
             return
         self._floats = None if written.has_floats is None else (state, written.has_floats)
         self._encoded = (state, written.encoded)
+
+    def seen(self, state: ScratchpadState) -> None:
+        """Note ``state``, the current one, as checked: a decoded copy storage hands back
+        at the next write is then recognized by its JSON and not checked again."""
+        if state is self.state and isinstance(state, dict):
+            self._encoded = (state, _json.dumps(state))
 
     def floats_hint(self, state: Any) -> bool | None:
         """Whether ``state`` holds floats, if this handle knows that object; else ``None``."""
@@ -547,10 +554,14 @@ class ScratchpadHandle:
         update_floats = contains_float(update)
         written: list[_Written] = []
         in_memory = self.storage is None or _in_memory(self.storage)
+        # The JSON of the last state this handle wrote or checked: storage that hands back
+        # decoded copies (PostgreSQL, SQLite after another process wrote) returns that JSON
+        # when no one else wrote since, and then the copy need not be checked again.
+        passed_json = None if in_memory or self._encoded is None else self._encoded[1]
 
         def transition(stored: Any) -> dict[str, Any]:
             base = layer.initial_state() if stored is None else stored
-            merged, encoded = layer._apply_update(base, update, decoded_copies=not in_memory)
+            merged, encoded = layer._apply_update(base, update, passed_json=passed_json)
             # When storage hands back the object this handle knows (no one else wrote since),
             # whether the result holds floats follows without looking at the whole state.
             same = known is not None and stored is known[0]
@@ -644,61 +655,37 @@ def _in_memory(storage: ScopedStorage) -> bool:
 
 
 class _KnownStates:
-    """States this layer produced or checked lately, so a write need not check them again.
+    """States this layer produced lately, by identity, so a write need not check them again.
 
     Validation is the costliest step of a write, and the state a write starts from is
-    nearly always one the layer just produced: the very object (memory storage, or the
-    previous write in a SQLite batch) or the same JSON read back from storage. Thread-safe
-    (storage may run transitions in its own thread) and bounded: a few objects, and the
-    JSON of recent states up to ``max_bytes`` and ``max_encoded`` entries (oldest out
-    first).
+    nearly always one the layer just produced: the very object (memory storage, SQLite's
+    cache of the rows it committed, or the previous write in a batch). Decoded copies are
+    recognized by the handle, which keeps the JSON of the last state it wrote. Thread-safe
+    (storage may run transitions in its own thread) and bounded to a few objects.
     """
 
-    def __init__(
-        self, max_objects: int = 8, max_bytes: int = 2 * 1024 * 1024, max_encoded: int = 4096
-    ) -> None:
+    def __init__(self, max_objects: int = 8) -> None:
         self._lock = threading.Lock()
         self._objects: dict[int, Any] = {}
-        self._encoded: dict[bytes, None] = {}
-        self._encoded_bytes = 0
         self._max_objects = max_objects
-        self._max_bytes = max_bytes
-        self._max_encoded = max_encoded
 
-    def add(self, state: Any, encoded: bytes | None) -> None:
-        """Remember ``state``; by its JSON too when ``encoded`` is given (for storage that
-        hands back decoded copies rather than the objects it was given)."""
+    def add(self, state: Any) -> None:
         with self._lock:
             self._objects[id(state)] = state
             if len(self._objects) > self._max_objects:
                 del self._objects[next(iter(self._objects))]
-            if encoded is None or encoded in self._encoded:
-                return
-            # A copy of exactly its length: orjson's bytes keep their whole working buffer
-            # (about 4 KB even for a 60-byte state), which would make the bound a lie.
-            compact = bytes(memoryview(encoded))
-            self._encoded[compact] = None
-            self._encoded_bytes += len(compact)
-            while len(self._encoded) > 1 and (
-                self._encoded_bytes > self._max_bytes or len(self._encoded) > self._max_encoded
-            ):
-                oldest = next(iter(self._encoded))
-                del self._encoded[oldest]
-                self._encoded_bytes -= len(oldest)
 
-    def contains(self, state: Any, *, by_content: bool) -> bool:
-        """Whether ``state`` is known: the same object, or (``by_content``) the same JSON."""
+    def contains(self, state: Any) -> bool:
         with self._lock:
-            if self._objects.get(id(state)) is state:
-                return True
-            if not by_content or not self._encoded:
-                return False
-        try:
-            encoded = _json.dumps(state)
-        except ValueError:
-            return False
-        with self._lock:
-            return encoded in self._encoded
+            return self._objects.get(id(state)) is state
+
+
+def _json_is(state: Any, expected: bytes) -> bool:
+    """Whether ``state`` encodes to exactly ``expected``."""
+    try:
+        return _json.dumps(state) == expected
+    except ValueError:
+        return False
 
 
 def scratchpad(config: ScratchpadConfig | None = None, /, **options: Any) -> ScratchpadLayer:
