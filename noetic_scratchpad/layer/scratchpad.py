@@ -13,7 +13,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import PydanticUserError
 
-from .. import _json
+from .. import _deadline, _json
 from ..context import ExecutionContext
 from ..errors import (
     ScratchpadConfigError,
@@ -582,15 +582,16 @@ class ScratchpadHandle:
             self._remember(new_state, written[0] if written else None)
             return new_state
         if _on_asyncio():
-            # asyncio's own timeout costs a fraction of an anyio cancel scope, on every write.
-            limit = asyncio.timeout(timeout)
+            # One loop timer for all writes in flight: an anyio cancel scope or
+            # asyncio.timeout() per write costs a sizeable part of the write.
+            limit = _deadline.limit(timeout)
             try:
-                async with limit:
+                with limit:
                     new_state = await self.storage.update(_STATE_KEY, transition)
             except TimeoutError:
-                if not limit.expired():
+                if not limit.expired:
                     raise  # the backend's own timeout, not ours
-            expired = limit.expired()
+            expired = limit.expired
         else:
             with anyio.move_on_after(timeout) as scope:
                 new_state = await self.storage.update(_STATE_KEY, transition)

@@ -1,0 +1,134 @@
+"""Timeouts for many concurrent awaits on asyncio, sharing one loop timer.
+
+``asyncio.timeout()`` schedules a timer per call, and asyncio keeps timers in a heap whose
+comparisons run in Python: with a hundred writes in flight, the write timeout was a
+quarter of a write's event-loop CPU. Here the limits in force on a loop are kept per
+timeout length, oldest first (so in deadline order), and one timer wakes at the earliest
+deadline, cancels the tasks whose time is up and sleeps until the next one.
+
+Only for asyncio; under trio the layer uses anyio's cancel scopes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from types import TracebackType
+
+__all__ = ("Limit", "limit")
+
+
+class Limit:
+    """``with limit(seconds):`` around an await in a task: ``TimeoutError`` when time is up.
+
+    Like ``asyncio.timeout``: when the deadline passes the task is cancelled, and the
+    cancellation leaves the block as ``TimeoutError``; a cancellation from elsewhere stays
+    a cancellation. ``expired`` tells a ``TimeoutError`` of this limit from another one.
+    """
+
+    __slots__ = ("_cancelling", "_keeper", "_queue", "_seconds", "deadline", "expired", "task")
+
+    def __init__(self, keeper: _Timekeeper, seconds: float) -> None:
+        self._keeper = keeper
+        self._seconds = seconds
+        self.task: asyncio.Task[object] | None = None
+        self.deadline = 0.0
+        self.expired = False
+        self._queue: dict[Limit, None] = {}
+        self._cancelling = 0
+
+    def __enter__(self) -> Limit:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a Limit must be used inside an asyncio task")
+        keeper = self._keeper
+        self.task = task
+        self._cancelling = task.cancelling()
+        self.deadline = keeper.loop.time() + self._seconds
+        self._queue = keeper.queue(self._seconds)
+        self._queue[self] = None
+        keeper.wake_by(self.deadline)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._queue.pop(self, None)
+        if (
+            self.expired
+            and exc_type is asyncio.CancelledError
+            and self.task is not None
+            and self.task.uncancel() <= self._cancelling
+        ):
+            raise TimeoutError from exc
+
+    def _expire(self) -> None:
+        self.expired = True
+        if self.task is not None:
+            self.task.cancel()
+
+
+class _Timekeeper:
+    """The limits in force on one loop, and the one timer that enforces them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        # timeout length -> limits of that length, oldest (earliest deadline) first
+        self._queues: dict[float, dict[Limit, None]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+
+    def queue(self, seconds: float) -> dict[Limit, None]:
+        queue = self._queues.get(seconds)
+        if queue is None:
+            queue = self._queues[seconds] = {}
+        return queue
+
+    def wake_by(self, deadline: float) -> None:
+        timer = self._timer
+        if timer is None or deadline < timer.when():
+            if timer is not None:
+                timer.cancel()
+            self._timer = self.loop.call_at(deadline, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = self.loop.time()
+        earliest: float | None = None
+        for seconds, queue in list(self._queues.items()):
+            while queue:
+                oldest = next(iter(queue))
+                if oldest.deadline > now:
+                    if earliest is None or oldest.deadline < earliest:
+                        earliest = oldest.deadline
+                    break
+                del queue[oldest]
+                oldest._expire()
+            if not queue:
+                del self._queues[seconds]
+        if earliest is not None:
+            self._timer = self.loop.call_at(earliest, self._fire)
+
+    def __len__(self) -> int:
+        """How many limits are in force."""
+        return sum(len(queue) for queue in self._queues.values())
+
+
+_timekeepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Timekeeper] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def timekeeper(loop: asyncio.AbstractEventLoop) -> _Timekeeper:
+    """The timekeeper of ``loop``, made on first use and forgotten with the loop."""
+    found = _timekeepers.get(loop)
+    if found is None:
+        found = _timekeepers[loop] = _Timekeeper(loop)
+    return found
+
+
+def limit(seconds: float) -> Limit:
+    """A :class:`Limit` of ``seconds`` from now, on the running loop."""
+    return Limit(timekeeper(asyncio.get_running_loop()), seconds)

@@ -1,0 +1,147 @@
+"""Write timeouts on asyncio: one loop timer for every limit in force."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from noetic_scratchpad import _deadline
+
+
+def _keeper() -> _deadline._Timekeeper:
+    return _deadline.timekeeper(asyncio.get_running_loop())
+
+
+@pytest.mark.asyncio
+async def test_an_await_past_its_limit_raises_timeout_error_and_is_marked_expired() -> None:
+    limit = _deadline.limit(0.05)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(TimeoutError), limit:
+        await asyncio.sleep(10)
+    assert limit.expired
+    assert 0.04 <= asyncio.get_running_loop().time() - started < 2
+    assert len(_keeper()) == 0
+
+
+@pytest.mark.asyncio
+async def test_an_await_within_its_limit_returns_and_leaves_nothing_behind() -> None:
+    limit = _deadline.limit(5)
+    with limit:
+        await asyncio.sleep(0)
+    assert not limit.expired
+    assert len(_keeper()) == 0
+
+
+@pytest.mark.asyncio
+async def test_hundreds_of_limits_share_one_loop_timer() -> None:
+    loop = asyncio.get_running_loop()
+    release = asyncio.Event()
+    timers_before = len(loop._scheduled)  # type: ignore[attr-defined]  # asyncio's timer heap
+
+    async def write() -> None:
+        with _deadline.limit(30):
+            await release.wait()
+
+    tasks = [asyncio.create_task(write()) for _ in range(300)]
+    await asyncio.sleep(0)
+    assert len(_keeper()) == 300
+    assert len(loop._scheduled) - timers_before == 1  # type: ignore[attr-defined]
+    release.set()
+    await asyncio.gather(*tasks)
+    assert len(_keeper()) == 0
+
+
+@pytest.mark.asyncio
+async def test_only_the_late_ones_expire_with_mixed_lengths_and_starts() -> None:
+    """Limits of different lengths and start times: each one fires at its own deadline
+    (one timer re-armed for the next), and those that finish in time are untouched."""
+    outcomes: dict[str, str] = {}
+
+    async def write(name: str, seconds: float, takes: float) -> None:
+        try:
+            with _deadline.limit(seconds):
+                await asyncio.sleep(takes)
+            outcomes[name] = "done"
+        except TimeoutError:
+            outcomes[name] = "timeout"
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(write("long, slow", 0.3, 10))
+        group.create_task(write("short, slow", 0.05, 10))
+        group.create_task(write("short, quick", 0.05, 0))
+        await asyncio.sleep(0.02)
+        group.create_task(write("late start, slow", 0.05, 10))
+        group.create_task(write("long, in time", 5, 0.1))
+    assert outcomes == {
+        "long, slow": "timeout",
+        "short, slow": "timeout",
+        "short, quick": "done",
+        "late start, slow": "timeout",
+        "long, in time": "done",
+    }
+    assert len(_keeper()) == 0
+
+
+@pytest.mark.asyncio
+async def test_a_cancellation_from_elsewhere_stays_a_cancellation() -> None:
+    entered = asyncio.Event()
+    limit = _deadline.limit(30)
+
+    async def write() -> None:
+        with limit:
+            entered.set()
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(write())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not limit.expired
+    assert len(_keeper()) == 0
+
+
+@pytest.mark.asyncio
+async def test_an_outer_cancel_during_expiry_is_not_swallowed() -> None:
+    """The limit expires *and* someone else cancels the task before it runs again: the
+    block must not turn the outer cancellation into a TimeoutError (it would be lost)."""
+    entered = asyncio.Event()
+    limit = _deadline.limit(30)
+
+    async def write() -> None:
+        with limit:
+            entered.set()
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(write())
+    await entered.wait()
+    limit._expire()  # what the loop timer does at the deadline
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert limit.expired
+
+
+@pytest.mark.asyncio
+async def test_a_limit_outside_a_task_says_so() -> None:
+    async def no_task() -> None:
+        with _deadline.limit(1):
+            pass
+
+    coroutine = no_task()
+    loop = asyncio.get_running_loop()
+    # Run the coroutine's first step as a plain callback, where no task is current.
+    errors: list[BaseException] = []
+
+    def step() -> None:
+        try:
+            coroutine.send(None)
+        except BaseException as exc:
+            errors.append(exc)
+
+    loop.call_soon(step)
+    await asyncio.sleep(0.01)
+    assert len(errors) == 1
+    assert isinstance(errors[0], RuntimeError)
+    assert "inside an asyncio task" in str(errors[0])
