@@ -559,7 +559,7 @@ class ScratchpadHandle:
         # when no one else wrote since, and then the copy need not be checked again.
         passed_json = None if in_memory or self._encoded is None else self._encoded[1]
 
-        def transition(stored: Any) -> dict[str, Any]:
+        def transition(stored: Any) -> tuple[dict[str, Any], bytes]:
             base = layer.initial_state() if stored is None else stored
             merged, encoded = layer._apply_update(base, update, passed_json=passed_json)
             # When storage hands back the object this handle knows (no one else wrote since),
@@ -567,10 +567,10 @@ class ScratchpadHandle:
             same = known is not None and stored is known[0]
             has_floats = (known[1] or update_floats) if known is not None and same else None
             written[:] = [_Written(merged, has_floats, encoded)]
-            return merged
+            return merged, encoded  # the backend stores this JSON instead of encoding again
 
         if self.storage is None:
-            merged = transition(self.state)
+            merged, _ = transition(self.state)
             self._remember(merged, written[0])
             return merged
 
@@ -578,7 +578,7 @@ class ScratchpadHandle:
         if timeout is None or in_memory:
             # No await point inside, so no timeout could fire: skip the cancel scope, which
             # costs more than the whole write to memory.
-            new_state: ScratchpadState = await self.storage.update(_STATE_KEY, transition)
+            new_state: ScratchpadState = await self.storage.update_encoded(_STATE_KEY, transition)
             self._remember(new_state, written[0] if written else None)
             return new_state
         if _on_asyncio():
@@ -587,14 +587,14 @@ class ScratchpadHandle:
             limit = _deadline.limit(timeout)
             try:
                 with limit:
-                    new_state = await self.storage.update(_STATE_KEY, transition)
+                    new_state = await self.storage.update_encoded(_STATE_KEY, transition)
             except TimeoutError:
                 if not limit.expired:
                     raise  # the backend's own timeout, not ours
             expired = limit.expired
         else:
             with anyio.move_on_after(timeout) as scope:
-                new_state = await self.storage.update(_STATE_KEY, transition)
+                new_state = await self.storage.update_encoded(_STATE_KEY, transition)
             expired = scope.cancelled_caught
         if not expired:
             self._remember(new_state, written[0] if written else None)

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ("JsonValue", "KeyInfo", "StorageBackend", "UpdateFn")
+from .. import _json
+
+__all__ = ("EncodedUpdateFn", "JsonValue", "KeyInfo", "StorageBackend", "UpdateFn", "with_json")
 
 JsonValue = Any
 """A value JSON can hold. (Recursive aliases cost mypy more than they catch here.)"""
@@ -24,6 +26,21 @@ UpdateFn = Callable[[JsonValue | None], JsonValue]
 """A pure, synchronous transition: the current value (``None`` when the key is missing) in,
 the value to store out. It may run in a database thread and may be retried, so it must not
 mutate its argument, touch the event loop or have side effects. Raising aborts the write."""
+
+EncodedUpdateFn = Callable[[JsonValue | None], tuple[JsonValue, bytes]]
+"""An :data:`UpdateFn` that also returns its result's compact JSON, as ``_json.dumps``
+writes it: for a caller that encodes the result anyway (the scratchpad checks its size),
+so that the backend need not encode it again."""
+
+
+def with_json(fn: UpdateFn) -> EncodedUpdateFn:
+    """``fn`` as an :data:`EncodedUpdateFn`; ``ValueError`` when its result is not JSON."""
+
+    def encoded(current: JsonValue | None) -> tuple[JsonValue, bytes]:
+        value = fn(current)
+        return value, _json.dumps(value)
+
+    return encoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +97,14 @@ class StorageBackend(ABC):
         of its result. If ``fn`` raises, nothing is written and the exception propagates.
         The call returns only after the new value is durable to the backend's setting.
         """
+
+    async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
+        """:meth:`update` with a transition that returns ``(value, its JSON)``.
+
+        Backends that keep JSON text override this to store that JSON as it is; this
+        default drops it and calls :meth:`update`.
+        """
+        return await self.update(key, lambda current: fn(current)[0])
 
     @abstractmethod
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import _json
-from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
+from .base import EncodedUpdateFn, JsonValue, KeyInfo, StorageBackend, UpdateFn, with_json
 
 __all__ = ("MemoryStorage",)
 
@@ -50,10 +50,13 @@ class MemoryStorage(StorageBackend):
         return {key: _copy(entry[0]) for key in keys if (entry := self._values.get(key))}
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
+        # Encoded only to refuse what another backend could not store.
+        return await self.update_encoded(key, with_json(fn))
+
+    async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
         # Never awaits: the layer counts on it to skip the write timeout (nothing to cut off).
         entry = self._values.get(key)
-        value = fn(None if entry is None else entry[0])
-        _json.dumps(value)  # refuse what another backend could not store
+        value, _ = fn(None if entry is None else entry[0])
         self._values[key] = (value, time.time())
         return value
 

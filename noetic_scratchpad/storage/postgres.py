@@ -38,7 +38,7 @@ import asyncpg  # type: ignore[import-untyped, unused-ignore]
 from .. import _json
 from ..errors import StorageBusyError, StorageConfigError, StorageError
 from ..locks import KeyedBatcher
-from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
+from .base import EncodedUpdateFn, JsonValue, KeyInfo, StorageBackend, UpdateFn, with_json
 
 __all__ = ("DEFAULT_TABLE", "PostgresSettings", "PostgresStorage", "parse_postgres_url")
 
@@ -169,7 +169,7 @@ class PostgresStorage(StorageBackend):
         self._pool = pool
         self.settings = settings
         self._closed = False
-        self._batcher: KeyedBatcher[str, UpdateFn, JsonValue] = KeyedBatcher(
+        self._batcher: KeyedBatcher[str, EncodedUpdateFn, JsonValue] = KeyedBatcher(
             self._run_batch, max_batch=max_batch
         )
         t = settings.quoted_table
@@ -325,6 +325,9 @@ class PostgresStorage(StorageBackend):
         transaction: each ``fn`` sees the result of the one before it, one that raises
         fails alone, and every caller gets its own result after the commit.
         """
+        return await self.update_encoded(key, with_json(fn))
+
+    async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
         self._check_open()
         result: JsonValue = await self._batcher.submit(key, fn)
         return result
@@ -375,7 +378,7 @@ class PostgresStorage(StorageBackend):
 
     # -- the read-modify-write ------------------------------------------------------
 
-    async def _run_batch(self, key: str, fns: builtins.list[UpdateFn]) -> builtins.list[Any]:
+    async def _run_batch(self, key: str, fns: builtins.list[EncodedUpdateFn]) -> builtins.list[Any]:
         async with self._connection("update", key, outcome=_ROLLED_BACK) as conn:
             transaction = conn.transaction(isolation="read_committed")
             await transaction.start()
@@ -473,7 +476,7 @@ class PostgresStorage(StorageBackend):
         )
 
 
-def _apply(fns: Iterable[UpdateFn], current: Any) -> tuple[builtins.list[Any], bytes | None]:
+def _apply(fns: Iterable[EncodedUpdateFn], current: Any) -> tuple[builtins.list[Any], bytes | None]:
     """Run the queued updates in order, each on the result of the last one that worked.
 
     Returns one outcome per update (its value, or the exception that fails it alone) and
@@ -483,8 +486,8 @@ def _apply(fns: Iterable[UpdateFn], current: Any) -> tuple[builtins.list[Any], b
     data: bytes | None = None
     for fn in fns:
         try:
-            new = fn(current)
-            encoded = _encode(new)
+            new, data_of_new = fn(current)
+            encoded = _escape(data_of_new)
         except Exception as exc:
             outcomes.append(exc)
             continue
@@ -537,7 +540,11 @@ def _encode(value: Any) -> bytes:
     jsonb refuses the character U+0000 in strings, so it is stored as the noncharacter
     U+10FFFF followed by ``0``, and a U+10FFFF of the value is doubled; reads undo both.
     """
-    data = _json.dumps(value)
+    return _escape(_json.dumps(value))
+
+
+def _escape(data: bytes) -> bytes:
+    """Compact JSON ``data`` with U+0000 and U+10FFFF escaped as :func:`_encode` says."""
     if _SENTINEL in data:
         data = data.replace(_SENTINEL, _SENTINEL + _SENTINEL)
     if b"\\u0000" in data:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .base import JsonValue, StorageBackend, UpdateFn
+from .base import EncodedUpdateFn, JsonValue, StorageBackend, UpdateFn
 
 __all__ = ("ScopedStorage", "scope_prefix")
 
@@ -52,6 +52,9 @@ class ScopedStorage:
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
         return await self.backend.update(self.prefix + key, fn)
+
+    async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
+        return await self.backend.update_encoded(self.prefix + key, fn)
 
     def __repr__(self) -> str:
         return f"ScopedStorage({self.backend!r}, {self.layer_id!r}, {self.scope_key!r})"

@@ -33,7 +33,7 @@ import anyio
 from .. import _json
 from ..errors import StorageBusyError, StorageConfigError, StorageError
 from ..locks import KeyedBatcher
-from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
+from .base import EncodedUpdateFn, JsonValue, KeyInfo, StorageBackend, UpdateFn, with_json
 
 __all__ = ("SqliteOptions", "SqliteStorage", "parse_sqlite_url")
 
@@ -191,7 +191,7 @@ def _check_aiosqlite() -> None:
 @dataclass(frozen=True, slots=True)
 class _Update:
     key: str
-    fn: UpdateFn
+    fn: EncodedUpdateFn
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +354,9 @@ class SqliteStorage(StorageBackend):
         await self._submit(_Delete(key))
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
+        return await self._submit(_Update(key, with_json(fn)))
+
+    async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
         return await self._submit(_Update(key, fn))
 
     async def _submit(self, job: _Job) -> Any:
@@ -450,8 +453,8 @@ class SqliteStorage(StorageBackend):
                     elif isinstance(current, _Encoded):
                         current = _json.loads(current.text)
                     latest[key] = current
-                    value = job.fn(current)
-                    text = _json.dumps(value).decode()
+                    value, encoded = job.fn(current)
+                    text = encoded.decode()
                 except sqlite3.Error:
                     raise  # the database failed, not this job: the whole batch fails
                 except Exception as exc:

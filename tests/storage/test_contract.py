@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from noetic_scratchpad import _json
 from noetic_scratchpad.storage import ScopedStorage, StorageBackend
 
 pytestmark = pytest.mark.asyncio
@@ -195,6 +196,35 @@ async def test_update_to_non_json_raises_value_error(storage: StorageBackend) ->
     with pytest.raises(ValueError, match="JSON"):
         await storage.update("k", lambda current: {"bad": {1, 2}})
     assert await storage.get("k") == [1]
+
+
+async def test_update_encoded_stores_the_value_with_the_json_it_came_with(
+    storage: StorageBackend,
+) -> None:
+    """update_encoded: fn sees the stored value and returns (value, its JSON); the value is
+    stored (read back equal, its size is that JSON's) and returned, and a later plain
+    update sees it. A fn that raises writes nothing."""
+    await storage.set("k", {"n": 1, "text": "ü"})
+    seen: list[Any] = []
+
+    def bump(current: Any) -> tuple[Any, bytes]:
+        seen.append(current)
+        new = {**current, "n": current["n"] + 1}
+        return new, _json.dumps(new)
+
+    assert await storage.update_encoded("k", bump) == {"n": 2, "text": "ü"}
+    assert seen == [{"n": 1, "text": "ü"}]
+    assert await storage.get("k") == {"n": 2, "text": "ü"}
+    [info] = await storage.describe("k")
+    assert info.size == len(_json.dumps({"n": 2, "text": "ü"}))
+    assert await storage.update("k", lambda current: {**current, "n": 3}) == {"n": 3, "text": "ü"}
+
+    def fail(current: Any) -> tuple[Any, bytes]:
+        raise LookupError("no")
+
+    with pytest.raises(LookupError):
+        await storage.update_encoded("k", fail)
+    assert await storage.get("k") == {"n": 3, "text": "ü"}
 
 
 @pytest.mark.parametrize(

@@ -153,3 +153,36 @@ async def test_registered_backend_can_replace_a_builtin(monkeypatch: pytest.Monk
     backend = await open_storage("sqlite:///never-created.db")
     assert isinstance(backend, MemoryStorage)
     assert opened == ["sqlite:///never-created.db"]
+
+
+class _OnlyUpdate(MemoryStorage):
+    """A third-party backend written against the contract before ``update_encoded``: it
+    overrides ``update`` only, so the base class's ``update_encoded`` must route there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.updates = 0
+
+    async def update(self, key: str, fn: Any) -> Any:
+        self.updates += 1
+        entry = self._values.get(key)
+        value = fn(None if entry is None else entry[0])
+        await self.set(key, value)
+        return value
+
+    update_encoded = StorageBackend.update_encoded
+
+
+@pytest.mark.asyncio
+async def test_a_backend_with_only_update_still_serves_the_layer() -> None:
+    from noetic_scratchpad import ExecutionContext, ScopedStorage, scratchpad
+
+    backend = _OnlyUpdate()
+    layer = scratchpad()
+    ctx = ExecutionContext(thread_id="t1")
+    storage = ScopedStorage(backend, layer.id, "t1")
+    await layer.init(storage=storage, scope_key="t1", ctx=ctx)
+    await ctx.context[layer.id].update({"goal": "ship", "steps": {"a": 1}})
+    await ctx.context[layer.id].update({"steps": {"b": 2}})
+    assert backend.updates == 2
+    assert await storage.get("state") == {"goal": "ship", "steps": {"a": 1, "b": 2}}
