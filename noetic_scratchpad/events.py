@@ -126,7 +126,7 @@ class EventBus:
             except Exception:
                 logger.exception("event handler failed", handler=repr(handler), kind=event.kind)
                 continue
-            if inspect.isawaitable(outcome):
+            if outcome is not None and inspect.isawaitable(outcome):
                 self._spawn(handler, outcome)
 
     @asynccontextmanager

@@ -318,7 +318,8 @@ class ScratchpadLayer:
 
     def clean_update(self, args: str | Mapping[str, Any]) -> dict[str, Any]:
         """Parse and check an update before it meets any state; raises ``ScratchpadUpdateError``."""
-        values = parse_arguments(args)
+        # A plain dict is copied by to_json_value anyway; anything else is parsed first.
+        values = args if type(args) is dict else parse_arguments(args)
         try:
             cleaned: dict[str, Any] = to_json_value(values)
         except InvalidValueError as exc:
