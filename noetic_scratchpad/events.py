@@ -77,7 +77,8 @@ class UpdateRejected(ScratchpadEvent):
 
 
 class StateDiscarded(ScratchpadEvent):
-    """Persisted state failed the schema at init and was replaced by the template or {}."""
+    """Persisted state failed the schema at init (or a refresh) and was replaced by the
+    template or {}."""
 
     kind: Literal["state_discarded"] = "state_discarded"
     reason: str

@@ -1,5 +1,6 @@
 """Context layers: the protocol every layer follows and the scratchpad layer."""
 
+from .arguments import parse_arguments
 from .base import (
     Budget,
     ContextLayer,
@@ -13,15 +14,9 @@ from .base import (
     SpawnResult,
     StoreResult,
 )
-from .scratchpad import (
-    UPDATE_TOOL,
-    ScratchpadConfig,
-    ScratchpadHandle,
-    ScratchpadLayer,
-    ScratchpadState,
-    parse_arguments,
-    scratchpad,
-)
+from .config import UPDATE_TOOL, ScratchpadConfig, ScratchpadState
+from .handle import ScratchpadHandle
+from .scratchpad import ScratchpadLayer, scratchpad
 
 __all__ = (
     "UPDATE_TOOL",

@@ -130,6 +130,30 @@ async def test_init_without_schema_discards_a_stored_non_object(bind: Bind) -> N
     assert await first.stored() == {"a": 1}
 
 
+@pytest.mark.asyncio
+async def test_refresh_reports_and_replaces_a_stored_state_failing_the_schema(
+    bind: Bind,
+) -> None:
+    """refresh re-reads the scope as init does: a state someone else stored that fails the
+    schema is reported with StateDiscarded and replaced by the template, and a good one
+    written meanwhile is taken as it is."""
+    layer = scratchpad(schema=TaskNotes, template='{"blockers": []}')
+    scope = await bind(layer)
+    ctx = ExecutionContext(thread_id="t1")
+    await layer.hooks.init(storage=scope.storage, scope_key="t1", ctx=ctx)
+    handle = ctx.context["scratchpad"]
+
+    await scope.storage.set("state", {"currentGoal": "from elsewhere"})
+    assert await handle.refresh() == {"currentGoal": "from elsewhere"}
+
+    await scope.storage.set("state", {"currentGoal": 7})
+    with capture_events(ctx.events) as events:
+        assert await handle.refresh() == {"blockers": []}
+    [discarded] = events.of(StateDiscarded)
+    assert discarded.reason.startswith("stored state does not fit the schema")
+    assert (discarded.scope_key, discarded.execution_id) == ("t1", ctx.execution_id)
+
+
 # -- recall -------------------------------------------------------------------------------
 
 

@@ -1,0 +1,82 @@
+"""A model's tool-call arguments: reading them, and the texts that tell it what to fix."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import ScratchpadUpdateError
+from ..merge import MAX_DEPTH
+
+__all__ = (
+    "FIX_HINTS",
+    "applied_text",
+    "describe_errors",
+    "json_kind",
+    "parse_arguments",
+    "reject_constant",
+)
+
+#: What the model is told to do after each kind of rejected update.
+FIX_HINTS = {
+    "malformed": "Call scratchpad/update with a JSON object of the fields to change, "
+    'for example {"currentGoal": "..."}.',
+    "schema": "Fix these fields and call scratchpad/update again with only the fields to change.",
+    "too_large": "Condense the scratchpad: replace long lists or notes with a short summary "
+    "(writing a key replaces its value) and try again.",
+    "read_only": "This scratchpad is read-only; do not try to update it.",
+}
+
+
+def parse_arguments(arguments: str | Mapping[str, Any]) -> dict[str, Any]:
+    """Turn a model's tool-call arguments into an update, or raise ``ScratchpadUpdateError``."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}", parse_constant=reject_constant)
+        except ValueError as exc:
+            raise ScratchpadUpdateError(
+                f"The arguments are not valid JSON ({exc}). {FIX_HINTS['malformed']}",
+                reason="malformed",
+            ) from None
+        except RecursionError:  # the stdlib parser recurses once per nesting level
+            raise ScratchpadUpdateError(
+                f"The arguments are nested far too deeply (more than {MAX_DEPTH} levels "
+                f"are never stored). {FIX_HINTS['malformed']}",
+                reason="malformed",
+            ) from None
+    if not isinstance(arguments, Mapping):
+        raise ScratchpadUpdateError(
+            f"The arguments are a JSON {json_kind(arguments)}, not an object. "
+            + FIX_HINTS["malformed"],
+            reason="malformed",
+        )
+    return dict(arguments)
+
+
+def applied_text(update: Mapping[str, Any]) -> str:
+    """The tool output for an applied update: which keys it wrote."""
+    keys = ", ".join(update) or "nothing"
+    return f"Scratchpad updated ({keys})."
+
+
+def describe_errors(errors: Sequence[dict[str, Any]], limit: int = 5) -> str:
+    """Validation errors as one line a model can act on: ``field.path: message; ...``."""
+    parts = [
+        f"{'.'.join(str(part) for part in error['loc']) or 'the state'}: {error['msg']}"
+        for error in errors[:limit]
+    ]
+    if len(errors) > limit:
+        parts.append(f"and {len(errors) - limit} more")
+    return "; ".join(parts)
+
+
+def json_kind(value: Any) -> str:
+    """What JSON calls the type of ``value``: ``string``, ``array``, ``null``..."""
+    kinds = {str: "string", bool: "boolean", int: "number", float: "number", list: "array"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+def reject_constant(name: str) -> Any:
+    """``parse_constant`` for ``json.loads``: NaN and Infinity are not JSON numbers."""
+    raise ValueError(f"{name} is not a JSON number")

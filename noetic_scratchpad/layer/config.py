@@ -1,0 +1,63 @@
+"""What a scratchpad is configured with, and the names it is known by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import ScratchpadConfigError
+
+__all__ = ("STATE_KEY", "UPDATE_TOOL", "ScratchpadConfig", "ScratchpadState")
+
+ScratchpadState = str | dict[str, Any]
+
+#: The tool name a model calls: ``{layer_id}/{function}``.
+UPDATE_TOOL = "scratchpad/update"
+
+#: The key of a scope's state in its ``ScopedStorage``.
+STATE_KEY = "state"
+
+
+@dataclass(frozen=True, slots=True)
+class ScratchpadConfig:
+    """How a scratchpad behaves. Every limit has a safe default."""
+
+    scope: Literal["thread", "resource"] = "thread"
+    schema: Any = None
+    """A pydantic model (or any type ``TypeAdapter`` accepts) the state must fit."""
+    template: str | None = None
+    """Initial content when nothing is stored: text, or a JSON object when there is a schema."""
+    read_only: bool = False
+    max_state_bytes: int = 128 * 1024
+    """An update that would make the stored JSON bigger than this is rejected (``too_large``)."""
+    write_timeout: float | None = 30.0
+    """Seconds a write may wait for storage before it is reported as failed."""
+
+    def __post_init__(self) -> None:
+        if self.scope not in ("thread", "resource"):
+            raise ScratchpadConfigError(f"scope must be 'thread' or 'resource', not {self.scope!r}")
+        if self.template is not None and not isinstance(self.template, str):
+            raise ScratchpadConfigError(
+                "template must be text (with a schema, a JSON object as text: json.dumps(...)), "
+                f"not a {type(self.template).__name__}"
+            )
+        if not isinstance(self.read_only, bool):
+            raise ScratchpadConfigError(f"read_only must be True or False, not {self.read_only!r}")
+        if isinstance(self.max_state_bytes, bool) or not isinstance(self.max_state_bytes, int):
+            raise ScratchpadConfigError(
+                f"max_state_bytes must be an int, not {self.max_state_bytes!r}"
+            )
+        if self.write_timeout is not None and (
+            isinstance(self.write_timeout, bool) or not isinstance(self.write_timeout, int | float)
+        ):
+            raise ScratchpadConfigError(
+                f"write_timeout must be a number of seconds or None, not {self.write_timeout!r}"
+            )
+        if self.max_state_bytes < 2:
+            raise ScratchpadConfigError(
+                f"max_state_bytes must be at least 2, not {self.max_state_bytes}"
+            )
+        if self.write_timeout is not None and self.write_timeout <= 0:
+            raise ScratchpadConfigError(
+                f"write_timeout must be positive or None, not {self.write_timeout}"
+            )
