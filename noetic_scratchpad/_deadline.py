@@ -129,6 +129,8 @@ def timekeeper(loop: asyncio.AbstractEventLoop) -> _Timekeeper:
     return found
 
 
-def limit(seconds: float) -> Limit:
-    """A :class:`Limit` of ``seconds`` from now, on the running loop."""
-    return Limit(timekeeper(asyncio.get_running_loop()), seconds)
+def limit(seconds: float) -> Limit | None:
+    """A :class:`Limit` of ``seconds`` on the running asyncio loop; ``None`` when no
+    asyncio loop runs in this thread (under trio: use anyio's cancel scopes)."""
+    loop = asyncio._get_running_loop()
+    return None if loop is None else Limit(timekeeper(loop), seconds)

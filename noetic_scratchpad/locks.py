@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -75,11 +75,6 @@ class _Waiter(Generic[J]):
         return self.outcome
 
 
-@dataclass(eq=False, slots=True)
-class _Queue(Generic[J]):
-    waiting: deque[_Waiter[J]] = field(default_factory=deque)
-
-
 class KeyedBatcher(Generic[K, J, R]):
     """Serializes jobs per key and runs the jobs queued for one key as one batch."""
 
@@ -88,7 +83,7 @@ class KeyedBatcher(Generic[K, J, R]):
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self._run_batch = run_batch
         self.max_batch = max_batch
-        self._queues: dict[K, _Queue[J]] = {}
+        self._queues: dict[K, deque[_Waiter[J]]] = {}
         # Whether the last batch carried several jobs: writers are arriving together.
         self._contended = False
 
@@ -101,16 +96,16 @@ class KeyedBatcher(Generic[K, J, R]):
         waiter: _Waiter[J] = _Waiter(job)
         queue = self._queues.get(key)
         if queue is None:
-            queue = self._queues[key] = _Queue()
+            queue = self._queues[key] = deque()
             waiter.lead = True
-        queue.waiting.append(waiter)
+        queue.append(waiter)
         if waiter.lead and self._contended:
             # Writers woken together by the last batch are ready to run: let them queue up
             # first, so they share this batch instead of waiting for the next one.
             try:
                 await anyio.lowlevel.checkpoint()
             except BaseException:
-                queue.waiting.remove(waiter)
+                queue.remove(waiter)
                 self._hand_off(key, queue)
                 raise
         elif not waiter.lead:
@@ -119,10 +114,10 @@ class KeyedBatcher(Generic[K, J, R]):
                 await _sleep(wake)
             except BaseException:  # cancelled while queued
                 if waiter.lead:
-                    queue.waiting.remove(waiter)
+                    queue.remove(waiter)
                     self._hand_off(key, queue)
-                elif not waiter.done and waiter in queue.waiting:
-                    queue.waiting.remove(waiter)
+                elif not waiter.done and waiter in queue:
+                    queue.remove(waiter)
                 raise
             if not waiter.lead:
                 result: R = waiter.result()
@@ -134,9 +129,9 @@ class KeyedBatcher(Generic[K, J, R]):
         led: R = waiter.result()
         return led
 
-    async def _lead(self, key: K, queue: _Queue[J]) -> None:
-        take = min(len(queue.waiting), self.max_batch)
-        batch = [queue.waiting.popleft() for _ in range(take)]
+    async def _lead(self, key: K, queue: deque[_Waiter[J]]) -> None:
+        take = min(len(queue), self.max_batch)
+        batch = [queue.popleft() for _ in range(take)]
         self._contended = take > 1
         jobs = [waiter.job for waiter in batch]
         if len(batch) == 1:
@@ -166,10 +161,10 @@ class KeyedBatcher(Generic[K, J, R]):
             )
         return outcomes
 
-    def _hand_off(self, key: K, queue: _Queue[J]) -> None:
+    def _hand_off(self, key: K, queue: deque[_Waiter[J]]) -> None:
         """Wake the next queued writer as leader, or forget the key."""
-        if queue.waiting:
-            successor = queue.waiting[0]
+        if queue:
+            successor = queue[0]
             successor.lead = True
             if successor.wake is not None:
                 _set(successor.wake)

@@ -141,7 +141,7 @@ async def test_jobs_queued_during_a_batch_run_as_one_batch() -> None:
 
 def _queued(batcher: KeyedBatcher[Any, Any, Any], key: Any) -> int:
     queue = batcher._queues.get(key)
-    return 0 if queue is None else len(queue.waiting)
+    return 0 if queue is None else len(queue)
 
 
 async def scenario_errors_isolated() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -195,10 +194,10 @@ class ScratchpadHandle:
             new_state: ScratchpadState = await self.storage.update_encoded(STATE_KEY, transition)
             self._remember(new_state, written[0] if written else None)
             return new_state
-        if _on_asyncio():
-            # One loop timer for all writes in flight: an anyio cancel scope or
-            # asyncio.timeout() per write costs a sizeable part of the write.
-            limit = _deadline.limit(timeout)
+        # One loop timer for all writes in flight: an anyio cancel scope or asyncio.timeout()
+        # per write costs a sizeable part of the write.
+        limit = _deadline.limit(timeout)
+        if limit is not None:
             try:
                 with limit:
                     new_state = await self.storage.update_encoded(STATE_KEY, transition)
@@ -245,16 +244,11 @@ class ScratchpadHandle:
         return f"<ScratchpadHandle scope_key={self.scope_key!r}>"
 
 
-def _on_asyncio() -> bool:
-    """Whether the running loop is asyncio's (the alternative anyio supports is trio)."""
-    return asyncio._get_running_loop() is not None
-
-
 class _WriteTimeout(Exception):
     """``write_timeout`` passed before the backend answered; raised as ``StorageError``."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is twice as slow
 class _Written:
     """What a transition produced: the state, whether it holds floats (if known), its JSON."""
 

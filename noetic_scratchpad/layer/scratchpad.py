@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
-import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
@@ -343,24 +344,23 @@ class _KnownStates:
     Validation is the costliest step of a write, and the state a write starts from is
     nearly always one the layer just produced: the very object (memory storage, SQLite's
     cache of the rows it committed, or the previous write in a batch). Decoded copies are
-    recognized by the handle, which keeps the JSON of the last state it wrote. Thread-safe
-    (storage may run transitions in its own thread) and bounded to a few objects.
+    recognized by the handle, which keeps the JSON of the last state it wrote. Bounded to a
+    few objects, and safe without a lock for transitions running in storage threads: each
+    step is one call into the C implementation of ``OrderedDict``.
     """
 
     def __init__(self, max_objects: int = 8) -> None:
-        self._lock = threading.Lock()
-        self._objects: dict[int, Any] = {}
+        self._objects: OrderedDict[int, Any] = OrderedDict()
         self._max_objects = max_objects
 
     def add(self, state: Any) -> None:
-        with self._lock:
-            self._objects[id(state)] = state
-            if len(self._objects) > self._max_objects:
-                del self._objects[next(iter(self._objects))]
+        self._objects[id(state)] = state
+        if len(self._objects) > self._max_objects:
+            with contextlib.suppress(KeyError):  # another thread took the oldest first
+                self._objects.popitem(last=False)
 
     def contains(self, state: Any) -> bool:
-        with self._lock:
-            return self._objects.get(id(state)) is state
+        return self._objects.get(id(state)) is state
 
 
 def _json_is(state: Any, expected: bytes) -> bool:
