@@ -256,10 +256,12 @@ class SqliteStorage(StorageBackend):
         self._idle: anyio.Event | None = None
         self._closed = False
         # key -> (text, value) of rows this writer committed lately; touched only in the
-        # writer's thread. A read whose text equals the cached text reuses the value instead
-        # of parsing it again: the common case, since the writer usually wrote it itself.
-        # The text comparison makes a stale entry (another process wrote since) harmless.
+        # writer's thread. While no other connection has committed since (PRAGMA
+        # data_version is unchanged), they are the rows as stored and need not be read;
+        # after one has, a row whose text equals the cached text still reuses the value
+        # instead of parsing it again.
         self._recent: OrderedDict[str, tuple[str, Any]] = OrderedDict()
+        self._data_version: int | None = None
 
     def __repr__(self) -> str:
         return f"SqliteStorage({self.path!r}, synchronous={self.options.synchronous!r})"
@@ -390,7 +392,12 @@ class SqliteStorage(StorageBackend):
         except sqlite3.Error as exc:
             return [self._database_error(exc, "start a write transaction")] * len(jobs)
         try:
-            outcomes, written = self._apply(conn, jobs)
+            # Inside BEGIN IMMEDIATE no one else can commit: if the version is the one seen
+            # at our last transaction, every cached row is exactly what is stored.
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            unchanged = version == self._data_version
+            self._data_version = version  # our own commits never change it
+            outcomes, written = self._apply(conn, jobs, trust_recent=unchanged)
             conn.execute("COMMIT")
         except BaseException as exc:
             # SQLite may have rolled back already, or the connection is gone: nothing to undo.
@@ -427,10 +434,12 @@ class SqliteStorage(StorageBackend):
                 time.sleep(0.01 * (attempt + 1))  # this thread is the writer's; nobody waits on it
 
     def _apply(
-        self, conn: sqlite3.Connection, jobs: Sequence[_Job]
+        self, conn: sqlite3.Connection, jobs: Sequence[_Job], *, trust_recent: bool
     ) -> tuple[builtins.list[Any], dict[str, tuple[str, Any] | None]]:
         """Apply ``jobs`` inside the open transaction: one outcome per job, and the rows
-        written as (text, value), the value ``_MISSING`` for a ``set``; ``None`` deletes."""
+        written as (text, value), the value ``_MISSING`` for a ``set``; ``None`` deletes.
+        ``trust_recent``: no other connection has written since the rows in ``_recent``
+        were committed, so they are used without reading the table."""
         # Values read or written in this batch, so jobs on one key chain without re-reading.
         latest: dict[str, Any] = {}
         written: dict[str, tuple[str, Any] | None] = {}
@@ -449,8 +458,12 @@ class SqliteStorage(StorageBackend):
                 current = latest.get(key, _MISSING)
                 try:
                     if current is _MISSING:
-                        row = conn.execute(self._sql_get, (key,)).fetchone()
-                        current = None if row is None else self._decode(key, row[0])
+                        cached = self._recent.get(key) if trust_recent else None
+                        if cached is not None:
+                            current = cached[1]
+                        else:
+                            row = conn.execute(self._sql_get, (key,)).fetchone()
+                            current = None if row is None else self._decode(key, row[0])
                     elif isinstance(current, _Encoded):
                         current = _json.loads(current.text)
                     latest[key] = current

@@ -437,6 +437,36 @@ async def test_update_sees_a_row_another_connection_rewrote(tmp_path: Path) -> N
 
 
 @pytest.mark.asyncio
+async def test_rows_it_committed_are_not_read_again_until_another_connection_writes(
+    tmp_path: Path,
+) -> None:
+    """While no other connection has committed (PRAGMA data_version unchanged), the writer
+    takes a row it committed from memory without reading the table; once another
+    connection writes anything, it reads rows again."""
+    path = tmp_path / "v.db"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        statements: list[str] = []
+        writer = storage._writer_conn
+        await storage._writer._execute(writer.set_trace_callback, statements.append)  # type: ignore[no-untyped-call]
+
+        def reads() -> int:
+            return sum(1 for sql in statements if sql.startswith("SELECT value"))
+
+        await storage.update("k", lambda current: {"n": 1})
+        first_reads = reads()
+        for n in range(2, 6):
+            await storage.update("k", lambda current, n=n: {**current, "n": n})
+        assert reads() == first_reads
+
+        other = sqlite3.connect(path)
+        with other:
+            other.execute("INSERT INTO scratchpad_kv VALUES ('elsewhere', '1', 0)")
+        other.close()
+        assert await storage.update("k", lambda current: {**current, "n": 6}) == {"n": 6}
+        assert reads() == first_reads + 1
+
+
+@pytest.mark.asyncio
 async def test_update_hands_fn_the_value_it_committed_without_parsing_again(
     tmp_path: Path,
 ) -> None:
