@@ -96,6 +96,8 @@ def print_comparison(comparison: Comparison) -> None:
         "" if ratio_stats is None else f" (per rep {ratio_stats.min:.2f}-{ratio_stats.max:.2f})"
     )
     verdict = {True: "MET", False: "MISSED", None: "n/a"}[comparison.met]
+    if comparison.informational:
+        verdict += f" ({comparison.informational})"
     print(f"    ratio * / = : {ratio:.2f}x{spread}  target: {comparison.target}  -> {verdict}")
     failed = [name for name, ok in comparison.checks.items() if not ok]
     if failed:

@@ -28,7 +28,7 @@ def summary(document: dict[str, Any]) -> str:
         lines.append(
             f"| {c['question']} | {c['title']} | {c['candidate']}: {fmt(cand['median'])} "
             f"{c['unit']} | {c['baseline']}: {fmt(base['median'])} {c['unit']} | {ratio} "
-            f"| {c['target']} | {'yes' if c['met'] else '**no**'} |"
+            f"| {c['target']} | {_verdict(c)} |"
         )
     return "\n".join(lines)
 
@@ -69,3 +69,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _verdict(comparison: dict[str, Any]) -> str:
+    if comparison.get("informational"):
+        return f"n/a: {comparison['informational']}"
+    return "yes" if comparison["met"] else "**no**"
