@@ -45,13 +45,6 @@ def _new_wake() -> _Wake:
     return anyio.Event() if loop is None else loop.create_future()
 
 
-async def _sleep(wake: _Wake) -> None:
-    if isinstance(wake, anyio.Event):
-        await wake.wait()
-    else:
-        await wake  # cancelling the waiting task cancels the future too, which is harmless
-
-
 def _set(wake: _Wake) -> None:
     if isinstance(wake, anyio.Event):
         wake.set()
@@ -111,7 +104,10 @@ class KeyedBatcher(Generic[K, J, R]):
         elif not waiter.lead:
             waiter.wake = wake = _new_wake()
             try:
-                await _sleep(wake)
+                if isinstance(wake, anyio.Event):
+                    await wake.wait()
+                else:
+                    await wake  # cancelling the task cancels the future too: harmless
             except BaseException:  # cancelled while queued
                 if waiter.lead:
                     queue.remove(waiter)

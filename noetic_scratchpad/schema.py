@@ -67,7 +67,9 @@ class SchemaGate:
 
 def _errors(adapter: TypeAdapter[Any], state: Mapping[str, Any]) -> list[dict[str, Any]]:
     try:
-        adapter.validate_python(state)
+        # The core validator itself: TypeAdapter.validate_python's wrapper costs a third of
+        # a small update's validation, on every write.
+        adapter.validator.validate_python(state)
     except ValidationError as exc:
         return [
             {
