@@ -96,6 +96,10 @@ class StorageBackend(ABC):
         process or another one sharing the store) happens between its read and the write
         of its result. If ``fn`` raises, nothing is written and the exception propagates.
         The call returns only after the new value is durable to the backend's setting.
+
+        The value returned (and the value ``fn`` is handed) may be the very object the
+        backend keeps for the next update, to spare decoding it again: treat it as
+        read-only.
         """
 
     async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
