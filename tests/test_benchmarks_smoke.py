@@ -61,7 +61,8 @@ def test_quick_benchmarks_compute_every_comparison(tmp_path: Path) -> None:
     assert document["errors"] == []
     assert document["machine"]["cpus"] >= 1
     by_key = {c["key"]: c for c in document["comparisons"]}
-    assert set(by_key) == EXPECTED
+    # Where threads can be pinned, (2) also reports the unpinned run, not judged.
+    assert set(by_key) - {"sqlite_single_unpinned"} == EXPECTED
 
     allowed_skips: dict[str, str | None] = {"peer_langgraph": _peer_missing()}
     pg_missing = None if IN_CI else postgres_available()
@@ -82,6 +83,9 @@ def test_quick_benchmarks_compute_every_comparison(tmp_path: Path) -> None:
         assert comparison["baseline"] in comparison["results"], key
         assert comparison["ratio"] is not None, key
         assert 0 < comparison["ratio"] < float("inf"), key
-        assert isinstance(comparison["met"], bool), key
+        if comparison["informational"]:
+            assert comparison["met"] is None, key
+        else:
+            assert isinstance(comparison["met"], bool), key
         if "lost" in comparison["extra"]:
             assert all(isinstance(v, int) for v in comparison["extra"]["lost"].values()), key
