@@ -199,7 +199,7 @@ def one_cpu() -> Iterator[int | None]:
 
     A thread hop between CPUs costs several times a hop on one CPU on small virtual
     machines, and which CPU each thread lands on is a lottery: the same code on two
-    connections measured 68 and 142 µs per update. Pinned, a hop is a hop.
+    connections measured 70 and 142 µs per update. Pinned, a hop is a hop.
     """
     tasks = "/proc/self/task"
     if not hasattr(os, "sched_setaffinity") or not os.path.isdir(tasks):

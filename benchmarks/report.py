@@ -33,6 +33,12 @@ def summary(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _verdict(comparison: dict[str, Any]) -> str:
+    if comparison.get("informational"):
+        return f"n/a: {comparison['informational']}"
+    return "yes" if comparison["met"] else "**no**"
+
+
 def details(document: dict[str, Any]) -> str:
     parts = []
     for c in document["comparisons"]:
@@ -69,9 +75,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
-
-def _verdict(comparison: dict[str, Any]) -> str:
-    if comparison.get("informational"):
-        return f"n/a: {comparison['informational']}"
-    return "yes" if comparison["met"] else "**no**"
