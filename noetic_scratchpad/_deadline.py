@@ -6,16 +6,27 @@ quarter of a write's event-loop CPU. Here the limits in force on a loop are kept
 timeout length, oldest first (so in deadline order), and one timer wakes at the earliest
 deadline, cancels the tasks whose time is up and sleeps until the next one.
 
-Only for asyncio; under trio the layer uses anyio's cancel scopes.
+:func:`wait_for` bounds one await on either loop: through a :class:`Limit` on asyncio, and
+through anyio's cancel scope under trio.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import TypeVar
 
-__all__ = ("Limit", "limit")
+import anyio
+
+__all__ = ("Expired", "Limit", "limit", "wait_for")
+
+T = TypeVar("T")
+
+
+class Expired(Exception):
+    """:func:`wait_for` gave up: the call took longer than its limit."""
 
 
 class Limit:
@@ -134,3 +145,25 @@ def limit(seconds: float) -> Limit | None:
     asyncio loop runs in this thread (under trio: use anyio's cancel scopes)."""
     loop = asyncio._get_running_loop()
     return None if loop is None else Limit(timekeeper(loop), seconds)
+
+
+async def wait_for(seconds: float | None, call: Callable[[], Awaitable[T]]) -> T:
+    """``await call()``, given up after ``seconds`` (``None``: never) with :class:`Expired`.
+
+    A ``TimeoutError`` that ``call`` raises itself (a backend's own timeout) passes through
+    as it is. What ``call`` had started may still complete: the caller only stops waiting.
+    """
+    if seconds is None:
+        return await call()
+    bound = limit(seconds)
+    if bound is None:  # not asyncio: anyio's cancel scope, which trio makes cheap anyway
+        with anyio.move_on_after(seconds):
+            return await call()
+        raise Expired
+    try:
+        with bound:
+            return await call()
+    except TimeoutError:
+        if bound.expired:
+            raise Expired from None
+        raise  # the call's own timeout, not ours

@@ -130,3 +130,45 @@ async def test_a_limit_outside_a_task_says_so() -> None:
     assert len(errors) == 1
     assert isinstance(errors[0], RuntimeError)
     assert "inside an asyncio task" in str(errors[0])
+
+
+@pytest.mark.asyncio
+async def test_wait_for_gives_up_with_expired_and_lets_a_calls_own_timeout_through() -> None:
+    async def slow() -> str:
+        await asyncio.sleep(10)
+        return "never"
+
+    async def own_timeout() -> str:
+        raise TimeoutError("the backend's own")
+
+    async def quick() -> str:
+        return "done"
+
+    with pytest.raises(_deadline.Expired):
+        await _deadline.wait_for(0.02, slow)
+    with pytest.raises(TimeoutError, match="the backend's own"):
+        await _deadline.wait_for(5, own_timeout)
+    assert await _deadline.wait_for(5, quick) == "done"
+    assert await _deadline.wait_for(None, quick) == "done"
+    assert len(_keeper()) == 0
+
+
+@pytest.mark.anyio
+async def test_wait_for_under_trio_uses_a_cancel_scope(anyio_backend: str) -> None:
+    import anyio
+
+    async def slow() -> str:
+        await anyio.sleep(10)
+        return "never"
+
+    async def quick() -> str:
+        return "done"
+
+    with anyio.fail_after(2), pytest.raises(_deadline.Expired):
+        await _deadline.wait_for(0.02, slow)
+    assert await _deadline.wait_for(5, quick) == "done"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "trio"

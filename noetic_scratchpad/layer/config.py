@@ -32,6 +32,9 @@ class ScratchpadConfig:
     """An update that would make the stored JSON bigger than this is rejected (``too_large``)."""
     write_timeout: float | None = 30.0
     """Seconds a write may wait for storage before it is reported as failed."""
+    read_timeout: float | None = 30.0
+    """Seconds ``init`` and ``refresh`` may wait for storage to load the state before they
+    raise ``StorageError``."""
 
     def __post_init__(self) -> None:
         if self.scope not in ("thread", "resource"):
@@ -47,17 +50,18 @@ class ScratchpadConfig:
             raise ScratchpadConfigError(
                 f"max_state_bytes must be an int, not {self.max_state_bytes!r}"
             )
-        if self.write_timeout is not None and (
-            isinstance(self.write_timeout, bool) or not isinstance(self.write_timeout, int | float)
-        ):
-            raise ScratchpadConfigError(
-                f"write_timeout must be a number of seconds or None, not {self.write_timeout!r}"
-            )
         if self.max_state_bytes < 2:
             raise ScratchpadConfigError(
                 f"max_state_bytes must be at least 2, not {self.max_state_bytes}"
             )
-        if self.write_timeout is not None and self.write_timeout <= 0:
-            raise ScratchpadConfigError(
-                f"write_timeout must be positive or None, not {self.write_timeout}"
-            )
+        for name in ("write_timeout", "read_timeout"):
+            _check_timeout(name, getattr(self, name))
+
+
+def _check_timeout(name: str, seconds: Any) -> None:
+    if seconds is None:
+        return
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ScratchpadConfigError(f"{name} must be a number of seconds or None, not {seconds!r}")
+    if seconds <= 0:
+        raise ScratchpadConfigError(f"{name} must be positive or None, not {seconds}")

@@ -6,8 +6,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from .. import _deadline, _json
 from ..context import ExecutionContext
 from ..errors import ScratchpadReadOnlyError, ScratchpadUpdateError, StorageError
@@ -155,7 +153,7 @@ class ScratchpadHandle:
     async def refresh(self) -> ScratchpadState:
         """Re-read the stored state (another execution may have written it)."""
         if self.storage is not None:
-            stored = await self.storage.get(STATE_KEY)
+            stored = await self.layer.read(self.storage)
             self.state, checked = self.layer.load(stored, self.scope_key, self.ctx)
             if checked:
                 self.seen(self.state)
@@ -182,42 +180,27 @@ class ScratchpadHandle:
             written[:] = [_Written(merged, has_floats, encoded)]
             return merged, encoded  # the backend stores this JSON instead of encoding again
 
-        if self.storage is None:
+        storage = self.storage
+        if storage is None:
             merged, _ = transition(self.state)
             self._remember(merged, written[0])
             return merged
 
-        timeout = layer.config.write_timeout
-        if timeout is None or in_memory:
-            # No await point inside, so no timeout could fire: skip the cancel scope, which
-            # costs more than the whole write to memory.
-            new_state: ScratchpadState = await self.storage.update_encoded(STATE_KEY, transition)
-            self._remember(new_state, written[0] if written else None)
-            return new_state
-        # One loop timer for all writes in flight: an anyio cancel scope or asyncio.timeout()
-        # per write costs a sizeable part of the write.
-        limit = _deadline.limit(timeout)
-        if limit is not None:
-            try:
-                with limit:
-                    new_state = await self.storage.update_encoded(STATE_KEY, transition)
-            except TimeoutError:
-                if not limit.expired:
-                    raise  # the backend's own timeout, not ours
-            expired = limit.expired
-        else:
-            with anyio.move_on_after(timeout) as scope:
-                new_state = await self.storage.update_encoded(STATE_KEY, transition)
-            expired = scope.cancelled_caught
-        if not expired:
-            self._remember(new_state, written[0] if written else None)
-            return new_state
-        # The backend may have committed just before it was cut off: say so, never "lost".
-        raise _WriteTimeout(
-            f"The scratchpad did not answer within {timeout:g} s, so the update may have been "
-            "saved or not. Check the scratchpad and repeat the update if it is missing; "
-            "repeating an update is harmless."
-        )
+        # Memory storage never suspends in update, so no limit could ever fire there.
+        timeout = None if in_memory else layer.config.write_timeout
+        try:
+            new_state: ScratchpadState = await _deadline.wait_for(
+                timeout, lambda: storage.update_encoded(STATE_KEY, transition)
+            )
+        except _deadline.Expired:
+            # The backend may have committed just before it was cut off: say so, never "lost".
+            raise _WriteTimeout(
+                f"The scratchpad did not answer within {timeout:g} s, so the update may have "
+                "been saved or not. Check the scratchpad and repeat the update if it is "
+                "missing; repeating an update is harmless."
+            ) from None
+        self._remember(new_state, written[0] if written else None)
+        return new_state
 
     def _reject(
         self,

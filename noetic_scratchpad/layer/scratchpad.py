@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import PydanticUserError
 
-from .. import _json
+from .. import _deadline, _json
 from ..context import ExecutionContext
 from ..errors import (
     ScratchpadConfigError,
@@ -105,11 +105,24 @@ class ScratchpadLayer:
         self, *, storage: ScopedStorage, scope_key: str, ctx: ExecutionContext
     ) -> InitResult:
         """Load the scope's state (or the template), and bind ``ctx.context["scratchpad"]``."""
-        state, checked = self.load(await storage.get(STATE_KEY), scope_key, ctx)
+        state, checked = self.load(await self.read(storage), scope_key, ctx)
         handle = self.bind(storage, ctx, state)
         if checked:
             handle.seen(state)
         return InitResult(state=state)
+
+    async def read(self, storage: ScopedStorage) -> Any:
+        """What ``storage`` holds for the scope (``None``: nothing), waiting at most
+        ``read_timeout``; raises ``StorageError`` past it."""
+        timeout = self.config.read_timeout
+        try:
+            return await _deadline.wait_for(timeout, lambda: storage.get(STATE_KEY))
+        except _deadline.Expired:
+            raise StorageError(
+                f"The scratchpad of scope {storage.scope_key!r} could not be loaded within "
+                f"{timeout:g} s (read_timeout); nothing was changed. Check that the storage "
+                "answers, then retry, or raise read_timeout"
+            ) from None
 
     def load(
         self, stored: Any, scope_key: str, ctx: ExecutionContext

@@ -82,6 +82,7 @@ def test_default_config() -> None:
     )
     assert layer.config.max_state_bytes == 128 * 1024
     assert layer.config.write_timeout == 30.0
+    assert layer.config.read_timeout == 30.0
 
 
 def test_three_ways_to_configure() -> None:
@@ -115,6 +116,8 @@ def test_bad_scope_is_a_value_error_at_construction(scope: Any) -> None:
         ({"max_state_bytes": "big"}, "max_state_bytes must be an int, not 'big'"),
         ({"max_state_bytes": True}, "max_state_bytes must be an int, not True"),
         ({"write_timeout": "soon"}, "write_timeout must be a number of seconds or None"),
+        ({"read_timeout": -1}, "read_timeout must be positive"),
+        ({"read_timeout": True}, "read_timeout must be a number of seconds or None, not True"),
         ({"read_only": "yes"}, "read_only must be True or False, not 'yes'"),
         ({"template": {"goal": "?"}}, r"template must be text .* not a dict"),
     ],

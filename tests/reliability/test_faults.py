@@ -271,10 +271,36 @@ async def test_stalled_store_hook_returns_within_the_timeout() -> None:
     assert await faulty.inner.get(STATE_KEY) == PRIOR
 
 
+@pytest.mark.asyncio
+async def test_stalled_reads_at_init_and_refresh_are_bounded_by_read_timeout(
+    faulty: FaultyStorage,
+) -> None:
+    """A backend that hangs while the state is loaded holds up ``init`` and ``refresh`` no
+    longer than ``read_timeout``: each raises ``StorageError`` saying what happened and
+    what to do, and a refresh that times out leaves the handle's state as it was."""
+    layer = scratchpad(read_timeout=0.2)
+    _, handle = await bind(layer, faulty)
+    await handle.update(PRIOR)
+
+    faulty.stall_on = {"get"}
+    started = time.perf_counter()
+    with pytest.raises(StorageError, match=r"could not be loaded within 0\.2 s \(read_timeout\)"):
+        await bind(layer, faulty)
+    assert 0.2 <= time.perf_counter() - started < 2.0
+    with pytest.raises(StorageError, match="raise read_timeout"):
+        await handle.refresh()
+    assert handle.snapshot == PRIOR
+
+    faulty.release()
+    await handle.update({"goal": "after"})
+    assert await handle.refresh() == {**PRIOR, "goal": "after"}
+
+
 @pytest.mark.anyio
 async def test_faults_are_contained_under_trio(anyio_backend: str) -> None:
     """On trio too, a write that breaks mid-transaction and a write that stalls past the
-    timeout each raise ``StorageError`` with an event, and the prior state survives both."""
+    timeout each raise ``StorageError`` with an event, and the prior state survives both;
+    a load that stalls past ``read_timeout`` raises ``StorageError``."""
     faulty = FaultyStorage(MemoryStorage())
     _, handle = await bind(scratchpad(write_timeout=0.1), faulty)
     await handle.update(PRIOR)
@@ -291,6 +317,9 @@ async def test_faults_are_contained_under_trio(anyio_backend: str) -> None:
 
     assert [e.reason for e in events.of(UpdateRejected)] == ["storage", "timeout"]
     assert await faulty.inner.get(STATE_KEY) == PRIOR
+    stalled_reads = FaultyStorage(faulty.inner, stall_on={"get"})
+    with anyio.fail_after(2), pytest.raises(StorageError, match="read_timeout"):
+        await bind(scratchpad(read_timeout=0.1), stalled_reads)
 
 
 @pytest.fixture
