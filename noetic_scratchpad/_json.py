@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ("dumps", "loads")
+__all__ = ("dumps", "loads", "same_value")
 
 
 def dumps(value: Any) -> bytes:
@@ -36,3 +36,16 @@ def loads(data: bytes | str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(data)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same JSON value, whatever the order of their keys
+    (PostgreSQL's jsonb hands objects back in an order of its own). ``False`` when either
+    is not JSON orjson can write (integers past 64 bits included): the caller then checks
+    the slow way."""
+    try:
+        return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+            b, option=orjson.OPT_SORT_KEYS
+        )
+    except orjson.JSONEncodeError:
+        return False

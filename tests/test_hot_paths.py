@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from noetic_scratchpad import ExecutionContext, StateDiscarded, scratchpad
+from noetic_scratchpad import ExecutionContext, StateDiscarded, _json, scratchpad
 from noetic_scratchpad.merge import merge_state
 from noetic_scratchpad.render import contains_float, dumps_pretty
 from noetic_scratchpad.schema import SchemaGate
@@ -207,6 +207,73 @@ async def test_the_same_json_read_back_is_trusted_and_a_changed_one_is_not() -> 
     with capture_events(other.events) as events:
         await layer.init(storage=storage, scope_key="t1", ctx=other)
     assert len(events.of(StateDiscarded)) == 1
+
+
+@given(OBJECTS)
+@settings(max_examples=200)
+def test_same_value_ignores_key_order_and_nothing_else(state: dict[str, Any]) -> None:
+    """``_json.same_value``: a copy with every object's keys in reverse order is the same
+    value; changing any scalar's JSON type (1, 1.0, True) is not."""
+
+    def reversed_keys(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: reversed_keys(value[key]) for key in reversed(list(value))}
+        if isinstance(value, list):
+            return [reversed_keys(item) for item in value]
+        return value
+
+    fits_orjson = _json.dumps(state)[:1] != b" "  # integers past 64 bits: the slow way
+    assert _json.same_value(state, reversed_keys(state)) is fits_orjson
+    assert not _json.same_value({"n": 1}, {"n": True})
+    assert not _json.same_value({"n": 1}, {"n": 1.0})
+    assert not _json.same_value({"a": {"b": [1, 2]}}, {"a": {"b": [2, 1]}})
+
+
+class _JsonbLike(MemoryStorage):
+    """Hands ``update`` a decoded copy with keys in another order, as PostgreSQL does."""
+
+    in_process = False
+
+    async def update_encoded(self, key: str, fn: Any) -> Any:
+        def reordered(current: Any) -> Any:
+            if isinstance(current, dict):
+                current = {k: current[k] for k in sorted(current, key=lambda k: (len(k), k))}
+            return fn(_json.loads(_json.dumps(current)) if current is not None else None)
+
+        return await super().update_encoded(key, reordered)
+
+
+@pytest.mark.asyncio
+async def test_a_reordered_copy_of_the_state_it_wrote_is_not_validated_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Storage that hands back decoded copies with its own key order (jsonb) still lets the
+    layer recognize the state it wrote, so the whole state is not validated on every
+    write; a state someone else changed is."""
+    layer = scratchpad(schema=Notes)
+    backend = _JsonbLike()
+    storage = ScopedStorage(backend, layer.id, "t1")
+    ctx = ExecutionContext(thread_id="t1")
+    await layer.init(storage=storage, scope_key="t1", ctx=ctx)
+    handle = ctx.context[layer.id]
+    await handle.update({"goal": "first", "count": 1, "tags": {"b": 2, "a": 1}})
+
+    checked: list[Any] = []
+    full_check = SchemaGate.errors
+
+    def spy(self: SchemaGate, state: Any) -> Any:
+        checked.append(state)
+        return full_check(self, state)
+
+    monkeypatch.setattr(SchemaGate, "errors", spy)
+    await handle.update({"count": 2})
+    await handle.update({"count": 3})
+    assert checked == []
+
+    await backend.set(storage.full_key("state"), {"goal": "changed", "count": 3})
+    await handle.update({"count": 4})
+    assert len(checked) == 1
+    assert await backend.get(storage.full_key("state")) == {"goal": "changed", "count": 4}
 
 
 @pytest.mark.asyncio

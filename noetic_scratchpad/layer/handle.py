@@ -43,7 +43,8 @@ class ScratchpadHandle:
         """The latest state this handle knows of. Treat it as read-only; see ``snapshot``."""
         # (state object, whether it holds floats): lets recall pick the fast renderer.
         self._floats: tuple[Any, bool] | None = None
-        # (state object, its JSON) after a write: copies of it need no encoding.
+        # (state object, its JSON) of the last state written or checked: copies of it need
+        # no encoding, and a decoded copy that storage hands back is recognized by it.
         self._encoded: tuple[Any, bytes] | None = None
 
     def _remember(self, state: ScratchpadState, written: _Written | None) -> None:
@@ -56,7 +57,7 @@ class ScratchpadHandle:
 
     def seen(self, state: ScratchpadState) -> None:
         """Note ``state``, the current one, as checked: a decoded copy storage hands back
-        at the next write is then recognized by its JSON and not checked again."""
+        at the next write is then recognized by its content and not checked again."""
         if state is self.state and isinstance(state, dict):
             self._encoded = (state, _json.dumps(state))
 
@@ -151,7 +152,11 @@ class ScratchpadHandle:
         return update
 
     async def refresh(self) -> ScratchpadState:
-        """Re-read the stored state (another execution may have written it)."""
+        """Re-read the stored state (another execution may have written it).
+
+        Raises ``StorageError`` when storage does not answer within ``read_timeout``; the
+        state is then left as it was.
+        """
         if self.storage is not None:
             stored = await self.layer.read(self.storage)
             self.state, checked = self.layer.load(stored, self.scope_key, self.ctx)
@@ -165,14 +170,14 @@ class ScratchpadHandle:
         update_floats = contains_float(update)
         written: list[_Written] = []
         in_memory = self.storage is None or _in_memory(self.storage)
-        # The JSON of the last state this handle wrote or checked: storage that hands back
-        # decoded copies (PostgreSQL, SQLite after another process wrote) returns that JSON
+        # The last state this handle wrote or checked: storage that hands back decoded
+        # copies (PostgreSQL, SQLite after another process wrote) returns the same JSON
         # when no one else wrote since, and then the copy need not be checked again.
-        passed_json = None if in_memory or self._encoded is None else self._encoded[1]
+        passed = None if in_memory or self._encoded is None else self._encoded[0]
 
         def transition(stored: Any) -> tuple[dict[str, Any], bytes]:
             base = layer.initial_state() if stored is None else stored
-            merged, encoded = layer._apply_update(base, update, passed_json=passed_json)
+            merged, encoded = layer._apply_update(base, update, passed=passed)
             # When storage hands back the object this handle knows (no one else wrote since),
             # whether the result holds floats follows without looking at the whole state.
             same = known is not None and stored is known[0]

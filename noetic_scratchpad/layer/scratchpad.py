@@ -278,12 +278,12 @@ class ScratchpadLayer:
         return self._apply_update(state, update)[0]
 
     def _apply_update(
-        self, state: Any, update: Mapping[str, Any], *, passed_json: bytes | None = None
+        self, state: Any, update: Mapping[str, Any], *, passed: Any = None
     ) -> tuple[dict[str, Any], bytes]:
-        """:meth:`apply_update`, also returning the new state's JSON. ``passed_json``: the
-        JSON of a state known to pass, so that a decoded copy of it need not be checked."""
+        """:meth:`apply_update`, also returning the new state's JSON. ``passed``: a state
+        known to pass, so that a decoded copy of it need not be checked again."""
         known = self._known.contains(state) or (
-            passed_json is not None and self._gate is not None and _json_is(state, passed_json)
+            passed is not None and self._gate is not None and _json.same_value(state, passed)
         )
         if not known and self._state_problem(state) is not None:
             # Checked before merging: an update that happens to fix the bad field must not
@@ -374,14 +374,6 @@ class _KnownStates:
 
     def contains(self, state: Any) -> bool:
         return self._objects.get(id(state)) is state
-
-
-def _json_is(state: Any, expected: bytes) -> bool:
-    """Whether ``state`` encodes to exactly ``expected``."""
-    try:
-        return _json.dumps(state) == expected
-    except ValueError:
-        return False
 
 
 def scratchpad(config: ScratchpadConfig | None = None, /, **options: Any) -> ScratchpadLayer:
