@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from noetic_scratchpad import ExecutionContext, StateDiscarded, _json, scratchpad
+from noetic_scratchpad.layer import ScratchpadLayer
 from noetic_scratchpad.merge import merge_state
 from noetic_scratchpad.render import contains_float, dumps_pretty
 from noetic_scratchpad.schema import SchemaGate
-from noetic_scratchpad.storage import MemoryStorage, ScopedStorage
+from noetic_scratchpad.storage import MemoryStorage, ScopedStorage, StorageBackend
 from noetic_scratchpad.testing import capture_events
 
 SCALARS = (
@@ -167,6 +168,14 @@ def test_a_cross_field_rule_still_rejects_an_update_of_one_field() -> None:
     assert [error["type"] for error in gate.errors_after_update(merged, ["low"])] == ["value_error"]
 
 
+async def _bound(layer: ScratchpadLayer, backend: StorageBackend) -> tuple[ScopedStorage, Any]:
+    """``layer`` initialised for thread ``t1`` on ``backend``: its storage and handle."""
+    storage = ScopedStorage(backend, layer.id, "t1")
+    ctx = ExecutionContext(thread_id="t1")
+    await layer.init(storage=storage, scope_key="t1", ctx=ctx)
+    return storage, ctx.context[layer.id]
+
+
 @pytest.mark.asyncio
 async def test_a_state_stored_by_someone_else_is_checked_before_it_is_merged() -> None:
     """After the layer wrote a valid state, another writer stores one that breaks the
@@ -174,10 +183,7 @@ async def test_a_state_stored_by_someone_else_is_checked_before_it_is_merged() -
     starts from the initial state, as for any stored state that fails the schema."""
     layer = scratchpad(schema=Notes)
     backend = MemoryStorage()
-    storage = ScopedStorage(backend, layer.id, "t1")
-    ctx = ExecutionContext(thread_id="t1")
-    await layer.init(storage=storage, scope_key="t1", ctx=ctx)
-    handle = ctx.context[layer.id]
+    storage, handle = await _bound(layer, backend)
     await handle.update({"goal": "first", "count": 1})
 
     await backend.set(storage.full_key("state"), {"goal": "first", "count": -5})
@@ -192,14 +198,12 @@ async def test_the_same_json_read_back_is_trusted_and_a_changed_one_is_not() -> 
     directly; one that differs by a single bad value is reported at init and discarded."""
     layer = scratchpad(schema=Notes)
     backend = MemoryStorage()
-    storage = ScopedStorage(backend, layer.id, "t1")
-    ctx = ExecutionContext(thread_id="t1")
-    await layer.init(storage=storage, scope_key="t1", ctx=ctx)
-    await ctx.context[layer.id].update({"goal": "kept", "tags": {"x": 1}})
+    storage, handle = await _bound(layer, backend)
+    await handle.update({"goal": "kept", "tags": {"x": 1}})
 
     key = storage.full_key("state")
     await backend.set(key, {"goal": "kept", "tags": {"x": 1}})  # a copy, same JSON
-    await ctx.context[layer.id].update({"count": 2})
+    await handle.update({"count": 2})
     assert await backend.get(key) == {"goal": "kept", "tags": {"x": 1}, "count": 2}
 
     await backend.set(key, {"goal": "kept", "tags": {"x": "one"}})
@@ -252,10 +256,7 @@ async def test_a_reordered_copy_of_the_state_it_wrote_is_not_validated_again(
     write; a state someone else changed is."""
     layer = scratchpad(schema=Notes)
     backend = _JsonbLike()
-    storage = ScopedStorage(backend, layer.id, "t1")
-    ctx = ExecutionContext(thread_id="t1")
-    await layer.init(storage=storage, scope_key="t1", ctx=ctx)
-    handle = ctx.context[layer.id]
+    storage, handle = await _bound(layer, backend)
     await handle.update({"goal": "first", "count": 1, "tags": {"b": 2, "a": 1}})
 
     checked: list[Any] = []
