@@ -43,23 +43,26 @@ class ScratchpadHandle:
         """The latest state this handle knows of. Treat it as read-only; see ``snapshot``."""
         # (state object, whether it holds floats): lets recall pick the fast renderer.
         self._floats: tuple[Any, bool] | None = None
-        # (state object, its JSON) of the last state written or checked: copies of it need
-        # no encoding, and a decoded copy that storage hands back is recognized by it.
+        # (state object, its JSON) after a write: copies of it need no encoding.
         self._encoded: tuple[Any, bytes] | None = None
+        # The last state this handle wrote or checked: a decoded copy of it that storage
+        # hands back at the next write need not be checked again.
+        self._passed: Any = None
 
     def _remember(self, state: ScratchpadState, written: _Written | None) -> None:
         """Keep what the write that produced ``state`` learned about it, if it did."""
         if written is None or written.state is not state:
-            self._floats = self._encoded = None
+            self._floats = self._encoded = self._passed = None
             return
         self._floats = None if written.has_floats is None else (state, written.has_floats)
         self._encoded = (state, written.encoded)
+        self._passed = state
 
     def seen(self, state: ScratchpadState) -> None:
         """Note ``state``, the current one, as checked: a decoded copy storage hands back
         at the next write is then recognized by its content and not checked again."""
         if state is self.state and isinstance(state, dict):
-            self._encoded = (state, _json.dumps(state))
+            self._passed = state
 
     def floats_hint(self, state: Any) -> bool | None:
         """Whether ``state`` holds floats, if this handle knows that object; else ``None``."""
@@ -173,7 +176,7 @@ class ScratchpadHandle:
         # The last state this handle wrote or checked: storage that hands back decoded
         # copies (PostgreSQL, SQLite after another process wrote) returns the same JSON
         # when no one else wrote since, and then the copy need not be checked again.
-        passed = None if in_memory or self._encoded is None else self._encoded[0]
+        passed = None if in_memory else self._passed
 
         def transition(stored: Any) -> tuple[dict[str, Any], bytes]:
             base = layer.initial_state() if stored is None else stored
