@@ -357,7 +357,7 @@ class _KnownStates:
     Validation is the costliest step of a write, and the state a write starts from is
     nearly always one the layer just produced: the very object (memory storage, SQLite's
     cache of the rows it committed, or the previous write in a batch). Decoded copies are
-    recognized by the handle, which keeps the JSON of the last state it wrote. Bounded to a
+    recognized by the handle, which keeps the last state it wrote or checked. Bounded to a
     few objects, and safe without a lock for transitions running in storage threads: each
     step is one call into the C implementation of ``OrderedDict``.
     """
