@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from types import TracebackType
 from typing import TypeVar
 
@@ -147,22 +147,23 @@ def limit(seconds: float) -> Limit | None:
     return None if loop is None else Limit(timekeeper(loop), seconds)
 
 
-async def wait_for(seconds: float | None, call: Callable[[], Awaitable[T]]) -> T:
-    """``await call()``, given up after ``seconds`` (``None``: never) with :class:`Expired`.
+async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:
+    """``await pending``, given up after ``seconds`` (``None``: never) with :class:`Expired`.
 
-    A ``TimeoutError`` that ``call`` raises itself (a backend's own timeout) passes through
-    as it is. What ``call`` had started may still complete: the caller only stops waiting.
+    A ``TimeoutError`` that ``pending`` raises itself (a backend's own timeout) passes
+    through as it is. What it had started may still complete: the caller only stops
+    waiting.
     """
     if seconds is None:
-        return await call()
+        return await pending
     bound = limit(seconds)
     if bound is None:  # not asyncio: anyio's cancel scope, which trio makes cheap anyway
         with anyio.move_on_after(seconds):
-            return await call()
+            return await pending
         raise Expired
     try:
         with bound:
-            return await call()
+            return await pending
     except TimeoutError:
         if bound.expired:
             raise Expired from None

@@ -145,11 +145,11 @@ async def test_wait_for_gives_up_with_expired_and_lets_a_calls_own_timeout_throu
         return "done"
 
     with pytest.raises(_deadline.Expired):
-        await _deadline.wait_for(0.02, slow)
+        await _deadline.wait_for(0.02, slow())
     with pytest.raises(TimeoutError, match="the backend's own"):
-        await _deadline.wait_for(5, own_timeout)
-    assert await _deadline.wait_for(5, quick) == "done"
-    assert await _deadline.wait_for(None, quick) == "done"
+        await _deadline.wait_for(5, own_timeout())
+    assert await _deadline.wait_for(5, quick()) == "done"
+    assert await _deadline.wait_for(None, quick()) == "done"
     assert len(_keeper()) == 0
 
 
@@ -165,8 +165,8 @@ async def test_wait_for_under_trio_uses_a_cancel_scope(anyio_backend: str) -> No
         return "done"
 
     with anyio.fail_after(2), pytest.raises(_deadline.Expired):
-        await _deadline.wait_for(0.02, slow)
-    assert await _deadline.wait_for(5, quick) == "done"
+        await _deadline.wait_for(0.02, slow())
+    assert await _deadline.wait_for(5, quick()) == "done"
 
 
 @pytest.fixture

@@ -194,11 +194,12 @@ class ScratchpadHandle:
             self._remember(merged, written[0])
             return merged
 
-        # Memory storage never suspends in update, so no limit could ever fire there.
-        timeout = None if in_memory else layer.config.write_timeout
+        pending = storage.update_encoded(STATE_KEY, transition)
+        timeout = layer.config.write_timeout
         try:
-            new_state: ScratchpadState = await _deadline.wait_for(
-                timeout, lambda: storage.update_encoded(STATE_KEY, transition)
+            # Memory storage never suspends in update, so no limit could ever fire there.
+            new_state: ScratchpadState = await (
+                pending if timeout is None or in_memory else _deadline.wait_for(timeout, pending)
             )
         except _deadline.Expired:
             # The backend may have committed just before it was cut off: say so, never "lost".

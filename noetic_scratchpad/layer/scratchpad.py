@@ -116,7 +116,7 @@ class ScratchpadLayer:
         ``read_timeout``; raises ``StorageError`` past it."""
         timeout = self.config.read_timeout
         try:
-            return await _deadline.wait_for(timeout, lambda: storage.get(STATE_KEY))
+            return await _deadline.wait_for(timeout, storage.get(STATE_KEY))
         except _deadline.Expired:
             raise StorageError(
                 f"The scratchpad of scope {storage.scope_key!r} could not be loaded within "
