@@ -161,8 +161,8 @@ class ScratchpadHandle:
         state is then left as it was.
         """
         if self.storage is not None:
-            stored = await self.layer.read(self.storage)
-            self.state, checked = self.layer.load(stored, self.scope_key, self.ctx)
+            stored = await self.layer._read(self.storage)
+            self.state, checked = self.layer._load(stored, self.scope_key, self.ctx)
             if checked:
                 self.seen(self.state)
         return self.snapshot

@@ -105,13 +105,13 @@ class ScratchpadLayer:
         self, *, storage: ScopedStorage, scope_key: str, ctx: ExecutionContext
     ) -> InitResult:
         """Load the scope's state (or the template), and bind ``ctx.context["scratchpad"]``."""
-        state, checked = self.load(await self.read(storage), scope_key, ctx)
+        state, checked = self._load(await self._read(storage), scope_key, ctx)
         handle = self.bind(storage, ctx, state)
         if checked:
             handle.seen(state)
         return InitResult(state=state)
 
-    async def read(self, storage: ScopedStorage) -> Any:
+    async def _read(self, storage: ScopedStorage) -> Any:
         """What ``storage`` holds for the scope (``None``: nothing), waiting at most
         ``read_timeout``; raises ``StorageError`` past it."""
         timeout = self.config.read_timeout
@@ -124,7 +124,7 @@ class ScratchpadLayer:
                 "answers, then retry, or raise read_timeout"
             ) from None
 
-    def load(
+    def _load(
         self, stored: Any, scope_key: str, ctx: ExecutionContext
     ) -> tuple[ScratchpadState, bool]:
         """The state to use for what storage holds (``None``: nothing), and whether it is
