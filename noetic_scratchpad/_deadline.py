@@ -37,10 +37,22 @@ class Limit:
     a cancellation. ``expired`` tells a ``TimeoutError`` of this limit from another one.
     """
 
-    __slots__ = ("_cancelling", "_keeper", "_queue", "_seconds", "deadline", "expired", "task")
+    __slots__ = (
+        "_cancelling",
+        "_keeper",
+        "_loop",
+        "_queue",
+        "_seconds",
+        "deadline",
+        "expired",
+        "task",
+    )
 
-    def __init__(self, keeper: _Timekeeper, seconds: float) -> None:
+    def __init__(
+        self, keeper: _Timekeeper, loop: asyncio.AbstractEventLoop, seconds: float
+    ) -> None:
         self._keeper = keeper
+        self._loop = loop
         self._seconds = seconds
         self.task: asyncio.Task[object] | None = None
         self.deadline = 0.0
@@ -55,10 +67,10 @@ class Limit:
         keeper = self._keeper
         self.task = task
         self._cancelling = task.cancelling()
-        self.deadline = keeper.loop.time() + self._seconds
+        self.deadline = self._loop.time() + self._seconds
         self._queue = keeper.queue(self._seconds)
         self._queue[self] = None
-        keeper.wake_by(self.deadline)
+        keeper.wake_by(self._loop, self.deadline)
         return self
 
     def __exit__(
@@ -83,13 +95,20 @@ class Limit:
 
 
 class _Timekeeper:
-    """The limits in force on one loop, and the one timer that enforces them."""
+    """The limits in force on one loop, and the one timer that enforces them.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    It holds no reference to its loop, not even through its timer's handle (the loop is
+    handed to each call): the registry of timekeepers is keyed by loops weakly, and a
+    reference from value to key would keep every loop ever used alive.
+    """
+
+    def __init__(self) -> None:
         # timeout length -> limits of that length, oldest (earliest deadline) first
         self._queues: dict[float, dict[Limit, None]] = {}
-        self._timer: asyncio.TimerHandle | None = None
+        # When the timer that counts is due, and its number: a timer superseded by an
+        # earlier one still fires, and does nothing.
+        self._due: float | None = None
+        self._timer_number = 0
 
     def queue(self, seconds: float) -> dict[Limit, None]:
         queue = self._queues.get(seconds)
@@ -97,16 +116,20 @@ class _Timekeeper:
             queue = self._queues[seconds] = {}
         return queue
 
-    def wake_by(self, deadline: float) -> None:
-        timer = self._timer
-        if timer is None or deadline < timer.when():
-            if timer is not None:
-                timer.cancel()
-            self._timer = self.loop.call_at(deadline, self._fire)
+    def wake_by(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        if self._due is None or deadline < self._due:
+            self._arm(loop, deadline)
 
-    def _fire(self) -> None:
-        self._timer = None
-        now = self.loop.time()
+    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        self._due = deadline
+        self._timer_number += 1
+        loop.call_at(deadline, self._fire, loop, self._timer_number)
+
+    def _fire(self, loop: asyncio.AbstractEventLoop, number: int) -> None:
+        if number != self._timer_number:
+            return  # superseded by a timer set for an earlier deadline
+        self._due = None
+        now = loop.time()
         earliest: float | None = None
         for seconds, queue in list(self._queues.items()):
             while queue:
@@ -120,7 +143,7 @@ class _Timekeeper:
             if not queue:
                 del self._queues[seconds]
         if earliest is not None:
-            self._timer = self.loop.call_at(earliest, self._fire)
+            self._arm(loop, earliest)
 
     def __len__(self) -> int:
         """How many limits are in force."""
@@ -136,7 +159,7 @@ def timekeeper(loop: asyncio.AbstractEventLoop) -> _Timekeeper:
     """The timekeeper of ``loop``, made on first use and forgotten with the loop."""
     found = _timekeepers.get(loop)
     if found is None:
-        found = _timekeepers[loop] = _Timekeeper(loop)
+        found = _timekeepers[loop] = _Timekeeper()
     return found
 
 
@@ -144,7 +167,7 @@ def limit(seconds: float) -> Limit | None:
     """A :class:`Limit` of ``seconds`` on the running asyncio loop; ``None`` when no
     asyncio loop runs in this thread (under trio: use anyio's cancel scopes)."""
     loop = asyncio._get_running_loop()
-    return None if loop is None else Limit(timekeeper(loop), seconds)
+    return None if loop is None else Limit(timekeeper(loop), loop, seconds)
 
 
 async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:

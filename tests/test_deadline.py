@@ -132,6 +132,25 @@ async def test_a_limit_outside_a_task_says_so() -> None:
     assert "inside an asyncio task" in str(errors[0])
 
 
+def test_a_finished_loop_is_not_kept_alive_by_its_timekeeper() -> None:
+    """Timekeepers are found by loop through a weak mapping: a loop that has finished, even
+    with a limit's timer still pending in it, is freed with its timekeeper."""
+    import gc
+    import weakref
+
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    async def write() -> None:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        with _deadline.limit(30):  # leaves a timer 30 s ahead in the loop
+            await asyncio.sleep(0)
+
+    for _ in range(5):
+        asyncio.run(write())
+    gc.collect()
+    assert [ref() for ref in loops] == [None] * 5
+
+
 @pytest.mark.asyncio
 async def test_wait_for_gives_up_with_expired_and_lets_a_calls_own_timeout_through() -> None:
     async def slow() -> str:
