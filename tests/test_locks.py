@@ -60,9 +60,11 @@ async def wait_until(predicate: Callable[[], bool]) -> None:
             await anyio.lowlevel.checkpoint()
 
 
-async def scenario_order_per_key() -> None:
-    recorder = Recorder()
-    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder)
+async def submit_behind_a_blocked_batch(
+    batcher: KeyedBatcher[str, Any, Any], recorder: Recorder, count: int
+) -> dict[int, Any]:
+    """Submit job 0 of key ``k``; while its batch is blocked, submit jobs 1 to
+    ``count - 1``, each queued before the next; then release. Returns each job's result."""
     results: dict[int, Any] = {}
 
     async def submit(index: int) -> None:
@@ -72,10 +74,18 @@ async def scenario_order_per_key() -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(submit, 0)
         await recorder.started["k"].wait()
-        for index in range(1, 20):
+        for index in range(1, count):
             tg.start_soon(submit, index)
             await wait_until(lambda index=index: _queued(batcher, "k") == index)
+        assert results == {}  # nothing is acknowledged while its batch is blocked
         recorder.release("k")
+    return results
+
+
+async def scenario_order_per_key() -> None:
+    recorder = Recorder()
+    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder)
+    results = await submit_behind_a_blocked_batch(batcher, recorder, 20)
     ran = [job for key, jobs in recorder.batches for job in jobs]
     assert ran == list(range(20))
     assert results == {index: index for index in range(20)}
@@ -113,20 +123,7 @@ async def test_keys_do_not_wait_for_each_other() -> None:
 async def scenario_combining() -> None:
     recorder = Recorder()
     batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder, max_batch=4)
-    results: dict[int, Any] = {}
-
-    async def submit(index: int) -> None:
-        results[index] = await batcher.submit("k", index)
-
-    recorder.block("k")
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(submit, 0)
-        await recorder.started["k"].wait()
-        for index in range(1, 11):
-            tg.start_soon(submit, index)
-            await wait_until(lambda index=index: _queued(batcher, "k") == index)
-        assert results == {}
-        recorder.release("k")
+    results = await submit_behind_a_blocked_batch(batcher, recorder, 11)
     assert [jobs for _, jobs in recorder.batches] == [[0], [1, 2, 3, 4], [5, 6, 7, 8], [9, 10]]
     assert results == {index: index for index in range(11)}
     assert len(batcher) == 0
