@@ -235,9 +235,8 @@ async def test_drain_returns_at_once_when_nothing_is_pending() -> None:
         await EventBus().drain()
 
 
-def test_emit_without_a_running_loop_never_raises() -> None:
-    """Emitting from sync code (no event loop) skips async handlers with a log line, closes
-    their coroutines (no "never awaited" warning) and still calls sync handlers."""
+def bus_with_async_and_sync_handlers() -> tuple[EventBus, list[str]]:
+    """A bus with one async and one sync subscriber, each noting in ``seen`` that it ran."""
     bus = EventBus()
     seen: list[str] = []
 
@@ -246,6 +245,13 @@ def test_emit_without_a_running_loop_never_raises() -> None:
 
     bus.subscribe(async_handler)
     bus.subscribe(lambda event: seen.append("sync"))
+    return bus, seen
+
+
+def test_emit_without_a_running_loop_never_raises() -> None:
+    """Emitting from sync code (no event loop) skips async handlers with a log line, closes
+    their coroutines (no "never awaited" warning) and still calls sync handlers."""
+    bus, seen = bus_with_async_and_sync_handlers()
 
     with capture_logs() as logs:
         bus.emit(sample_events()[0])
@@ -260,14 +266,7 @@ def test_emit_without_a_running_loop_never_raises() -> None:
 @pytest.mark.asyncio
 async def test_emit_from_another_thread_never_raises() -> None:
     """A worker thread (no loop of its own) may emit; drain does not wait for skipped work."""
-    bus = EventBus()
-    seen: list[str] = []
-
-    async def async_handler(event: ScratchpadEvent) -> None:
-        seen.append("async")
-
-    bus.subscribe(async_handler)
-    bus.subscribe(lambda event: seen.append("sync"))
+    bus, seen = bus_with_async_and_sync_handlers()
 
     await anyio.to_thread.run_sync(bus.emit, sample_events()[0])
     with anyio.fail_after(1):

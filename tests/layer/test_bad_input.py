@@ -93,6 +93,12 @@ VALUE_CASES: list[tuple[str, Any, str, str]] = [
 ]
 
 
+#: Runs a test once per case of TEXT_CASES, as ``arguments``, ``reason`` and ``words``.
+each_bad_text = pytest.mark.parametrize(
+    ("arguments", "reason", "words"), [c[1:] for c in TEXT_CASES], ids=[c[0] for c in TEXT_CASES]
+)
+
+
 def layer_under_test() -> ScratchpadLayer:
     return scratchpad(max_state_bytes=LIMIT)
 
@@ -104,9 +110,7 @@ async def bound_with_prior(bind: Bind) -> BoundScope:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(
-    ("arguments", "reason", "words"), [c[1:] for c in TEXT_CASES], ids=[c[0] for c in TEXT_CASES]
-)
+@each_bad_text
 async def test_store_hook_drops_bad_arguments(
     bind: Bind, arguments: str, reason: str, words: str
 ) -> None:
@@ -129,9 +133,7 @@ async def test_store_hook_drops_bad_arguments(
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(
-    ("arguments", "reason", "words"), [c[1:] for c in TEXT_CASES], ids=[c[0] for c in TEXT_CASES]
-)
+@each_bad_text
 async def test_tool_path_raises_a_readable_error(
     bind: Bind, arguments: str, reason: str, words: str
 ) -> None:
