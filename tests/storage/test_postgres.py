@@ -328,12 +328,7 @@ async def test_locked_scope_does_not_block_another(server: Server) -> None:
         await storage.set("A", {"n": 0})
         raw = await server.connect()
         try:
-            transaction = raw.transaction()
-            await transaction.start()
-            await raw.execute(f"SELECT 1 FROM {server.table} WHERE key = 'A' FOR UPDATE")
-            await raw.execute(
-                f"UPDATE {server.table} SET value = '{{\"n\": 10}}'::jsonb WHERE key = 'A'"
-            )
+            transaction = await _hold_row(raw, server, "A", changed_to='{"n": 10}')
             async with anyio.create_task_group() as tg:
                 results: dict[str, Any] = {}
 
@@ -352,6 +347,19 @@ async def test_locked_scope_does_not_block_another(server: Server) -> None:
             assert await storage.get("A") == {"n": 11}
         finally:
             await raw.close()
+
+
+async def _hold_row(raw: Any, server: Server, key: str, *, changed_to: str | None = None) -> Any:
+    """Start a transaction on ``raw`` (another server's connection) that locks ``key``'s row
+    and, given ``changed_to`` (JSON text), changes its value without committing; return it."""
+    transaction = raw.transaction()
+    await transaction.start()
+    await raw.execute(f"SELECT 1 FROM {server.table} WHERE key = $1 FOR UPDATE", key)
+    if changed_to is not None:
+        await raw.execute(
+            f"UPDATE {server.table} SET value = $2::text::jsonb WHERE key = $1", key, changed_to
+        )
+    return transaction
 
 
 async def _has_waiter(server: Server) -> bool:
@@ -378,9 +386,7 @@ async def test_hundred_writers_on_one_scope_share_one_connection(server: Server)
         )
         raw = await server.connect()
         try:
-            transaction = raw.transaction()
-            await transaction.start()
-            await raw.execute(f"SELECT 1 FROM {server.table} WHERE key = 'A' FOR UPDATE")
+            transaction = await _hold_row(raw, server, "A")
             async with anyio.create_task_group() as tg:
 
                 async def write(index: int) -> None:
@@ -484,12 +490,7 @@ async def test_connection_killed_while_waiting_for_the_lock(server: Server) -> N
         raw = await server.connect()
         outcomes: dict[int, Any] = {}
         try:
-            transaction = raw.transaction()
-            await transaction.start()
-            await raw.execute(f"SELECT 1 FROM {server.table} WHERE key = 'k' FOR UPDATE")
-            await raw.execute(
-                f"UPDATE {server.table} SET value = '{{\"v\": 1}}'::jsonb WHERE key = 'k'"
-            )
+            transaction = await _hold_row(raw, server, "k", changed_to='{"v": 1}')
             async with anyio.create_task_group() as tg:
 
                 async def write(index: int) -> None:
