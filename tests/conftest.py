@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,27 @@ POSTGRES_URL = os.environ.get(
     "NOETIC_SCRATCHPAD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def run_python(
+    *args: str,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    stdin: str = "",
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in a fresh interpreter, its output captured as text; a failure is
+    returned (check ``returncode``), not raised."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI, postgres_available
+from conftest import IN_CI, postgres_available, run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = {
@@ -46,14 +44,8 @@ def test_quick_benchmarks_compute_every_comparison(tmp_path: Path) -> None:
     out = tmp_path / "quick.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("NOETIC_SCRATCHPAD_STORAGE", None)
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--json", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+    completed = run_python(
+        "-m", "benchmarks", "--quick", "--json", str(out), cwd=ROOT, env=env, timeout=240
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     document = json.loads(out.read_text())

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_python
 
 pytestmark = pytest.mark.slow
 
@@ -16,16 +16,7 @@ pytestmark = pytest.mark.slow
 def cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``python -m noetic_scratchpad ARGS`` in ``cwd`` with no storage in the env."""
     env = {k: v for k, v in os.environ.items() if k != "NOETIC_SCRATCHPAD_STORAGE"}
-    return subprocess.run(
-        [sys.executable, "-m", "noetic_scratchpad", *args],
-        cwd=cwd,
-        env=env,
-        input=stdin if stdin is not None else "",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_python("-m", "noetic_scratchpad", *args, cwd=cwd, env=env, stdin=stdin or "")
 
 
 FINAL_STATE = {
@@ -164,15 +155,7 @@ def test_storage_comes_from_the_environment(tmp_path: Path) -> None:
     """With no ``--storage``, ``$NOETIC_SCRATCHPAD_STORAGE`` chooses the database."""
     url = f"sqlite:///{tmp_path / 'env.db'}"
     env = {**os.environ, "NOETIC_SCRATCHPAD_STORAGE": url}
-    result = subprocess.run(
-        [sys.executable, "-m", "noetic_scratchpad", "demo"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_python("-m", "noetic_scratchpad", "demo", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     assert f"Scratchpad demo on {url}" in result.stdout
     assert (tmp_path / "env.db").exists()

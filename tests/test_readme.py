@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_python
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -17,14 +16,7 @@ def test_readme_example_runs_and_prints_the_stored_scratchpad(tmp_path: Path) ->
     """The README's example runs in a fresh interpreter on SQLite, prints the model's answer
     and the stored scratchpad, and leaves the database file it names."""
     (block,) = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    result = subprocess.run(
-        [sys.executable, "-c", block],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_python("-c", block, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
         "Noted: deploying v2.\n{'currentGoal': 'Deploy v2', 'completedSteps': ['write tests']}\n"

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_python
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "own-loop.md"
 
@@ -22,9 +21,8 @@ def test_own_loop_example_runs_and_prints_what_the_doc_shows(tmp_path: Path) -> 
     script = tmp_path / "own_loop.py"
     script.write_text(code, encoding="utf-8")
 
-    completed = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
-    )
+    completed = run_python(str(script), cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
 
     printed = [
         line

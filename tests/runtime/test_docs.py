@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_python
 
 QUICKSTART = Path(__file__).parents[2] / "docs" / "quickstart.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", QUICKSTART.read_text(), re.DOTALL)
@@ -23,14 +22,7 @@ def test_quickstart_has_two_examples_under_30_lines() -> None:
 @pytest.mark.parametrize("index", [0, 1], ids=["harness", "own-loop"])
 def test_quickstart_example_runs(index: int, tmp_path: Path) -> None:
     """Each example runs in a fresh interpreter and prints what its comments promise."""
-    result = subprocess.run(
-        [sys.executable, "-c", BLOCKS[index]],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_python("-c", BLOCKS[index], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     if index == 0:
         assert result.stdout == ("Noted: shipping v2.\n{'currentGoal': 'Ship v2'}\n")
