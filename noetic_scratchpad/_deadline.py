@@ -47,6 +47,7 @@ class Limit:
         "expired",
         "task",
     )
+    _queue: dict[Limit, None]  # the keeper's limits of this length; set on entering
 
     def __init__(
         self, keeper: _Timekeeper, loop: asyncio.AbstractEventLoop, seconds: float
@@ -57,7 +58,6 @@ class Limit:
         self.task: asyncio.Task[object] | None = None
         self.deadline = 0.0
         self.expired = False
-        self._queue: dict[Limit, None] = {}
         self._cancelling = 0
 
     def __enter__(self) -> Limit:
