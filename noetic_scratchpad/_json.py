@@ -44,6 +44,15 @@ def same_value(a: Any, b: Any) -> bool:
     is not JSON orjson can write (integers past 64 bits included): the caller then checks
     the slow way."""
     try:
+        # Copies decoded from the same text list their keys alike: the plain encoding, a
+        # third of the sorted one's cost, then settles it. (Equal text: the same value.)
+        if (
+            type(a) is dict
+            and type(b) is dict
+            and list(a) == list(b)
+            and orjson.dumps(a) == orjson.dumps(b)
+        ):
+            return True
         return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
             b, option=orjson.OPT_SORT_KEYS
         )

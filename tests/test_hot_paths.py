@@ -10,7 +10,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -18,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from noetic_scratchpad import ExecutionContext, StateDiscarded, _json, scratchpad
+from noetic_scratchpad import ExecutionContext, StateDiscarded, _json, open_storage, scratchpad
 from noetic_scratchpad.layer import ScratchpadLayer
 from noetic_scratchpad.merge import merge_state
 from noetic_scratchpad.render import contains_float, dumps_pretty
@@ -228,6 +230,9 @@ def test_same_value_ignores_key_order_and_nothing_else(state: dict[str, Any]) ->
 
     fits_orjson = _json.dumps(state)[:1] != b" "  # integers past 64 bits: the slow way
     assert _json.same_value(state, reversed_keys(state)) is fits_orjson
+    assert _json.same_value(state, copy.deepcopy(state)) is fits_orjson
+    # Top-level keys alike, nested ones not: still the same value.
+    assert _json.same_value({"a": {"x": 1, "y": 2}}, {"a": {"y": 2, "x": 1}})
     assert not _json.same_value({"n": 1}, {"n": True})
     assert not _json.same_value({"n": 1}, {"n": 1.0})
     assert not _json.same_value({"a": {"b": [1, 2]}}, {"a": {"b": [2, 1]}})
@@ -275,6 +280,38 @@ async def test_a_reordered_copy_of_the_state_it_wrote_is_not_validated_again(
     await handle.update({"count": 4})
     assert len(checked) == 1
     assert await backend.get(storage.full_key("state")) == {"goal": "changed", "count": 4}
+
+
+@pytest.mark.asyncio
+async def test_many_scopes_written_in_turn_are_neither_checked_nor_compared_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers on more scopes than the layer remembers states for: SQLite hands each
+    writer the very state it wrote last, which the writer's handle recognizes without
+    validating or comparing it."""
+    layer = scratchpad(schema=Notes)
+    backend = await open_storage(f"sqlite:///{tmp_path / 'many.db'}")
+    try:
+        handles = []
+        for scope in range(20):
+            ctx = ExecutionContext(thread_id=f"t{scope}")
+            storage = ScopedStorage(backend, layer.id, f"t{scope}")
+            await layer.init(storage=storage, scope_key=f"t{scope}", ctx=ctx)
+            handles.append(ctx.context[layer.id])
+            await handles[-1].update({"goal": f"scope {scope}", "count": 0})
+
+        checks: list[Any] = []
+        compare = _json.same_value
+        monkeypatch.setattr(SchemaGate, "errors", lambda gate, s: checks.append(s) or [])
+        monkeypatch.setattr(_json, "same_value", lambda a, b: checks.append(a) or compare(a, b))
+        for count in (1, 2):
+            for handle in handles:
+                await handle.update({"count": count})
+        assert checks == []
+        stored = await backend.get(handles[7].storage.full_key("state"))
+        assert stored == {"goal": "scope 7", "count": 2}
+    finally:
+        await backend.aclose()
 
 
 @pytest.mark.asyncio

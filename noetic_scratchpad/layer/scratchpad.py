@@ -282,8 +282,10 @@ class ScratchpadLayer:
     ) -> tuple[dict[str, Any], bytes]:
         """:meth:`apply_update`, also returning the new state's JSON. ``passed``: a state
         known to pass, so that a decoded copy of it need not be checked again."""
-        known = self._known.contains(state) or (
-            passed is not None and self._gate is not None and _json.same_value(state, passed)
+        known = (
+            self._known.contains(state)
+            or state is passed
+            or (passed is not None and self._gate is not None and _json.same_value(state, passed))
         )
         if not known and self._state_problem(state) is not None:
             # Checked before merging: an update that happens to fix the bad field must not
