@@ -108,6 +108,34 @@ def test_prior_state_is_never_mutated() -> None:
     assert result["a"]["b"] is not base["a"]["b"]
 
 
+def test_a_cleaned_update_is_taken_as_it_is_and_any_other_is_copied() -> None:
+    """``cleaned=True`` (an update from ``to_json_value``, held by no one else) puts the
+    update's own containers in the result; by default they are stripped copies."""
+    base = {"plan": {"old": 0}, "tags": ["a"]}
+    update = to_json_value({"plan": {"step": {"ok": 1}}, "tags": ["b"], "new": {"x": 1}})
+
+    taken = merge_state(base, update, cleaned=True)
+    copied = merge_state(base, update)
+
+    assert (
+        taken
+        == copied
+        == {
+            "plan": {"old": 0, "step": {"ok": 1}},
+            "tags": ["b"],
+            "new": {"x": 1},
+        }
+    )
+    assert taken["plan"]["step"] is update["plan"]["step"]
+    assert taken["tags"] is update["tags"]
+    assert taken["new"] is update["new"]
+    assert copied["plan"]["step"] is not update["plan"]["step"]
+    assert copied["tags"] is not update["tags"]
+    assert copied["new"] is not update["new"]
+    assert taken["plan"] is not base["plan"]  # the changed path is still a copy
+    assert base == {"plan": {"old": 0}, "tags": ["a"]}
+
+
 def test_merge_state_keeps_old_text_under_previous() -> None:
     """A text state meeting an object update becomes the update plus ``_previous``."""
     assert merge_state("Goal: find the bug", {"goal": "fix it"}) == {

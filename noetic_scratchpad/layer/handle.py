@@ -117,7 +117,7 @@ class ScratchpadHandle:
         """Apply one update through the serialized path, reporting it as an event.
 
         Returns the update as it was merged (parsed, checked, forbidden keys stripped);
-        ``state`` holds the result.
+        ``state`` holds the result, and shares the update's values: treat both as read-only.
         """
         layer = self.layer
         try:
@@ -180,7 +180,7 @@ class ScratchpadHandle:
 
         def transition(stored: Any) -> tuple[dict[str, Any], bytes]:
             base = layer.initial_state() if stored is None else stored
-            merged, encoded = layer._apply_update(base, update, passed=passed)
+            merged, encoded = layer._apply_update(base, update, passed=passed, cleaned=True)
             # When storage hands back the object this handle knows (no one else wrote since),
             # whether the result holds floats follows without looking at the whole state.
             same = known is not None and stored is known[0]

@@ -252,7 +252,7 @@ class ScratchpadLayer:
         if self.config.read_only:
             raise ScratchpadReadOnlyError(FIX_HINTS["read_only"])
         update = self.clean_update(args)
-        new_state = self.apply_update(state, update)
+        new_state = self._apply_update(state, update, cleaned=True)[0]
         return FunctionOutcome(result=applied_text(update), state=new_state)
 
     def clean_update(self, args: str | Mapping[str, Any]) -> dict[str, Any]:
@@ -278,10 +278,12 @@ class ScratchpadLayer:
         return self._apply_update(state, update)[0]
 
     def _apply_update(
-        self, state: Any, update: Mapping[str, Any], *, passed: Any = None
+        self, state: Any, update: Mapping[str, Any], *, passed: Any = None, cleaned: bool = False
     ) -> tuple[dict[str, Any], bytes]:
         """:meth:`apply_update`, also returning the new state's JSON. ``passed``: a state
-        known to pass, so that a decoded copy of it need not be checked again."""
+        known to pass, so that a decoded copy of it need not be checked again.
+        ``cleaned``: ``update`` came from :meth:`clean_update` and is the caller's alone,
+        so the new state may hold its values instead of copies."""
         known = (
             self._known.contains(state)
             or state is passed
@@ -291,7 +293,7 @@ class ScratchpadLayer:
             # Checked before merging: an update that happens to fix the bad field must not
             # bring back the rest of a state that init reported as discarded.
             state = self.initial_state()
-        merged = merge_state(state, update)
+        merged = merge_state(state, update, cleaned=cleaned)
         if self._gate is not None:
             # The prior state fits, so only the fields the update writes can fail.
             errors = self._gate.errors_after_update(merged, update.keys())
