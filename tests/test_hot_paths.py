@@ -244,10 +244,11 @@ class _JsonbLike(MemoryStorage):
     in_process = False
 
     async def update_encoded(self, key: str, fn: Any) -> Any:
-        def reordered(current: Any) -> Any:
+        def reordered(current: Any, stored_json: str | None) -> Any:
             if isinstance(current, dict):
                 current = {k: current[k] for k in sorted(current, key=lambda k: (len(k), k))}
-            return fn(_json.loads(_json.dumps(current)) if current is not None else None)
+            copied = _json.loads(_json.dumps(current)) if current is not None else None
+            return fn(copied, None)
 
         return await super().update_encoded(key, reordered)
 
@@ -311,6 +312,42 @@ async def test_many_scopes_written_in_turn_are_neither_checked_nor_compared_agai
         stored = await backend.get(handles[7].storage.full_key("state"))
         assert stored == {"goal": "scope 7", "count": 2}
     finally:
+        await backend.aclose()
+
+
+@pytest.mark.asyncio
+async def test_the_text_init_read_back_at_the_first_write_needs_no_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite the first write after init finds the very JSON text init loaded and
+    checked: the state is neither compared nor validated again. A row another process
+    rewrote in between is compared, then validated before the update merges into it."""
+    layer = scratchpad(schema=Notes)
+    url = f"sqlite:///{tmp_path / 'first.db'}"
+    backend = await open_storage(url)
+    other = await open_storage(url)  # another process's connection to the same file
+    try:
+        key = ScopedStorage(backend, layer.id, "t1").full_key("state")
+        await backend.set(key, {"goal": "loaded", "tags": {"a": 1}})
+        storage, handle = await _bound(layer, backend)
+
+        checks: list[Any] = []
+        compare = _json.same_value
+        monkeypatch.setattr(SchemaGate, "errors", lambda gate, s: checks.append(s) or [])
+        monkeypatch.setattr(_json, "same_value", lambda a, b: checks.append(a) or compare(a, b))
+        await handle.update({"count": 1})
+        assert checks == []
+
+        _, second = await _bound(layer, backend)
+        loaded = {"goal": "loaded", "tags": {"a": 1}, "count": 1}
+        assert checks == [loaded]  # init checks what it loads
+        rewritten = {"goal": "rewritten", "tags": {"a": 1}, "count": 1}
+        await other.set(key, rewritten)
+        await second.update({"count": 2})
+        assert checks == [loaded, rewritten, rewritten]  # compared, then validated
+        assert await backend.get(key) == {**rewritten, "count": 2}
+    finally:
+        await other.aclose()
         await backend.aclose()
 
 

@@ -46,11 +46,14 @@ class ScratchpadHandle:
         # (state object, its JSON) after a write: copies of it need no encoding.
         self._encoded: tuple[Any, bytes] | None = None
         # The last state this handle wrote or checked: a decoded copy of it that storage
-        # hands back at the next write need not be checked again.
+        # hands back at the next write need not be checked again. With the JSON text it
+        # was read from, when storage gave that: the same text read back proves it at once.
         self._passed: Any = None
+        self._passed_json: str | None = None
 
     def _remember(self, state: ScratchpadState, written: _Written | None) -> None:
         """Keep what the write that produced ``state`` learned about it, if it did."""
+        self._passed_json = None
         if written is None or written.state is not state:
             self._floats = self._encoded = self._passed = None
             return
@@ -58,11 +61,13 @@ class ScratchpadHandle:
         self._encoded = (state, written.encoded)
         self._passed = state
 
-    def seen(self, state: ScratchpadState) -> None:
-        """Note ``state``, the current one, as checked: a decoded copy storage hands back
-        at the next write is then recognized by its content and not checked again."""
+    def seen(self, state: ScratchpadState, stored_json: str | None = None) -> None:
+        """Note ``state``, the current one, as checked (``stored_json``: the text storage
+        read it from, if known): a decoded copy storage hands back at the next write is
+        then recognized by its text or content and not checked again."""
         if state is self.state and isinstance(state, dict):
             self._passed = state
+            self._passed_json = stored_json
 
     def floats_hint(self, state: Any) -> bool | None:
         """Whether ``state`` holds floats, if this handle knows that object; else ``None``."""
@@ -161,10 +166,10 @@ class ScratchpadHandle:
         state is then left as it was.
         """
         if self.storage is not None:
-            stored = await self.layer._read(self.storage)
+            stored, stored_json = await self.layer._read(self.storage)
             self.state, checked = self.layer._load(stored, self.scope_key, self.ctx)
             if checked:
-                self.seen(self.state)
+                self.seen(self.state, stored_json)
         return self.snapshot
 
     async def _write(self, update: dict[str, Any]) -> ScratchpadState:
@@ -177,10 +182,14 @@ class ScratchpadHandle:
         # copies (PostgreSQL, SQLite after another process wrote) returns the same JSON
         # when no one else wrote since, and then the copy need not be checked again.
         passed = None if in_memory else self._passed
+        passed_json = None if in_memory else self._passed_json
 
-        def transition(stored: Any) -> tuple[dict[str, Any], bytes]:
+        def transition(stored: Any, stored_json: str | None) -> tuple[dict[str, Any], bytes]:
             base = layer.initial_state() if stored is None else stored
-            merged, encoded = layer._apply_update(base, update, passed=passed, cleaned=True)
+            checked = stored_json is not None and stored_json == passed_json
+            merged, encoded = layer._apply_update(
+                base, update, passed=passed, checked=checked, cleaned=True
+            )
             # When storage hands back the object this handle knows (no one else wrote since),
             # whether the result holds floats follows without looking at the whole state.
             same = known is not None and stored is known[0]
@@ -190,7 +199,7 @@ class ScratchpadHandle:
 
         storage = self.storage
         if storage is None:
-            merged, _ = transition(self.state)
+            merged, _ = transition(self.state, None)
             self._remember(merged, written[0])
             return merged
 

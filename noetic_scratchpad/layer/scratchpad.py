@@ -105,18 +105,21 @@ class ScratchpadLayer:
         self, *, storage: ScopedStorage, scope_key: str, ctx: ExecutionContext
     ) -> InitResult:
         """Load the scope's state (or the template), and bind ``ctx.context["scratchpad"]``."""
-        state, checked = self._load(await self._read(storage), scope_key, ctx)
+        stored, stored_json = await self._read(storage)
+        state, checked = self._load(stored, scope_key, ctx)
         handle = self.bind(storage, ctx, state)
         if checked:
-            handle.seen(state)
+            handle.seen(state, stored_json)
         return InitResult(state=state)
 
-    async def _read(self, storage: ScopedStorage) -> Any:
-        """What ``storage`` holds for the scope (``None``: nothing), waiting at most
-        ``read_timeout``; raises ``StorageError`` past it."""
+    async def _read(self, storage: ScopedStorage) -> tuple[Any, str | None]:
+        """What ``storage`` holds for the scope (``None``: nothing) and the JSON text it
+        was read from (when storage has it), waiting at most ``read_timeout``; raises
+        ``StorageError`` past it."""
         timeout = self.config.read_timeout
         try:
-            return await _deadline.wait_for(timeout, storage.get(STATE_KEY))
+            found = await _deadline.wait_for(timeout, storage.get_encoded(STATE_KEY))
+            return (None, None) if found is None else found
         except _deadline.Expired:
             raise StorageError(
                 f"The scratchpad of scope {storage.scope_key!r} could not be loaded within "
@@ -278,14 +281,22 @@ class ScratchpadLayer:
         return self._apply_update(state, update)[0]
 
     def _apply_update(
-        self, state: Any, update: Mapping[str, Any], *, passed: Any = None, cleaned: bool = False
+        self,
+        state: Any,
+        update: Mapping[str, Any],
+        *,
+        checked: bool = False,
+        passed: Any = None,
+        cleaned: bool = False,
     ) -> tuple[dict[str, Any], bytes]:
-        """:meth:`apply_update`, also returning the new state's JSON. ``passed``: a state
-        known to pass, so that a decoded copy of it need not be checked again.
-        ``cleaned``: ``update`` came from :meth:`clean_update` and is the caller's alone,
-        so the new state may hold its values instead of copies."""
+        """:meth:`apply_update`, also returning the new state's JSON. ``checked``: the
+        caller knows ``state`` passes. ``passed``: a state known to pass, so that a decoded
+        copy of it need not be checked again. ``cleaned``: ``update`` came from
+        :meth:`clean_update` and is the caller's alone, so the new state may hold its
+        values instead of copies."""
         known = (
-            self._known.contains(state)
+            checked
+            or self._known.contains(state)
             or state is passed
             or (passed is not None and self._gate is not None and _json.same_value(state, passed))
         )

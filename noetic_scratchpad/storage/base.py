@@ -27,16 +27,19 @@ UpdateFn = Callable[[JsonValue | None], JsonValue]
 the value to store out. It may run in a database thread and may be retried, so it must not
 mutate its argument, touch the event loop or have side effects. Raising aborts the write."""
 
-EncodedUpdateFn = Callable[[JsonValue | None], tuple[JsonValue, bytes]]
-"""An :data:`UpdateFn` that also returns its result's compact JSON, as ``_json.dumps``
-writes it: for a caller that encodes the result anyway (the scratchpad checks its size),
-so that the backend need not encode it again."""
+EncodedUpdateFn = Callable[[JsonValue | None, str | None], tuple[JsonValue, bytes]]
+"""An :data:`UpdateFn` that deals in JSON too: ``fn(current, stored_json)`` returns
+``(value, its compact JSON as _json.dumps writes it)``. ``stored_json`` is the text the
+backend decoded ``current`` from, when it has it at hand (else ``None``): equal texts mean
+equal values, so a caller can recognize a value it has seen without comparing it. The
+returned JSON is for a caller that encodes its result anyway (the scratchpad checks its
+size), so that the backend need not encode it again."""
 
 
 def with_json(fn: UpdateFn) -> EncodedUpdateFn:
     """``fn`` as an :data:`EncodedUpdateFn`; ``ValueError`` when its result is not JSON."""
 
-    def encoded(current: JsonValue | None) -> tuple[JsonValue, bytes]:
+    def encoded(current: JsonValue | None, stored_json: str | None) -> tuple[JsonValue, bytes]:
         value = fn(current)
         return value, _json.dumps(value)
 
@@ -68,6 +71,13 @@ class StorageBackend(ABC):
     @abstractmethod
     async def get(self, key: str) -> JsonValue | None:
         """Return the value at ``key``, or ``None`` when the key is missing."""
+
+    async def get_encoded(self, key: str) -> tuple[JsonValue, str | None] | None:
+        """:meth:`get`, with the JSON text the value was decoded from when the backend has
+        it at hand (else ``None``); ``None`` when the key is missing. This default has no
+        text."""
+        value = await self.get(key)
+        return None if value is None else (value, None)
 
     @abstractmethod
     async def set(self, key: str, value: JsonValue) -> None:
@@ -105,10 +115,10 @@ class StorageBackend(ABC):
     async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
         """:meth:`update` with a transition that returns ``(value, its JSON)``.
 
-        Backends that keep JSON text override this to store that JSON as it is; this
-        default drops it and calls :meth:`update`.
+        Backends that keep JSON text override this to store that JSON as it is (and to
+        hand ``fn`` the stored text); this default drops it and calls :meth:`update`.
         """
-        return await self.update(key, lambda current: fn(current)[0])
+        return await self.update(key, lambda current: fn(current, None)[0])
 
     @abstractmethod
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:

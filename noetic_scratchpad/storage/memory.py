@@ -56,7 +56,7 @@ class MemoryStorage(StorageBackend):
     async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
         # Never awaits: the layer counts on it to skip the write timeout (nothing to cut off).
         entry = self._values.get(key)
-        value, _ = fn(None if entry is None else entry[0])
+        value, _ = fn(None if entry is None else entry[0], None)  # no JSON kept here
         self._values[key] = (value, time.time())
         return value
 

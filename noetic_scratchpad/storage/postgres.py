@@ -486,7 +486,7 @@ def _apply(fns: Iterable[EncodedUpdateFn], current: Any) -> tuple[builtins.list[
     data: bytes | None = None
     for fn in fns:
         try:
-            new, data_of_new = fn(current)
+            new, data_of_new = fn(current, None)  # jsonb's text is not kept
             encoded = _escape(data_of_new)
         except Exception as exc:
             outcomes.append(exc)

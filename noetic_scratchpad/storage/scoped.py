@@ -35,6 +35,9 @@ class ScopedStorage:
     async def get(self, key: str) -> JsonValue | None:
         return await self.backend.get(self.prefix + key)
 
+    async def get_encoded(self, key: str) -> tuple[JsonValue, str | None] | None:
+        return await self.backend.get_encoded(self.prefix + key)
+
     async def set(self, key: str, value: JsonValue) -> None:
         await self.backend.set(self.prefix + key, value)
 

@@ -208,15 +208,8 @@ class _Delete:
 
 _Job = _Update | _Set | _Delete
 _MISSING = object()
-
-
-class _Encoded:
-    """A value written in this batch as text but not parsed yet (a ``set``)."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
+#: The value of a row written in this batch as text (a ``set``), not parsed yet.
+_UNPARSED = object()
 
 
 class SqliteStorage(StorageBackend):
@@ -303,9 +296,13 @@ class SqliteStorage(StorageBackend):
     # -- reads: one hop each, on the read-only connection ----------------------------------
 
     async def get(self, key: str) -> JsonValue | None:
+        found = await self.get_encoded(key)
+        return None if found is None else found[0]
+
+    async def get_encoded(self, key: str) -> tuple[JsonValue, str | None] | None:
         rows = await self._read(self._sql_get, (key,))
         for (text,) in rows:
-            return _json.loads(text)
+            return _json.loads(text), text
         return None
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
@@ -440,41 +437,45 @@ class SqliteStorage(StorageBackend):
         written as (text, value), the value ``_MISSING`` for a ``set``; ``None`` deletes.
         ``trust_recent``: no other connection has written since the rows in ``_recent``
         were committed, so they are used without reading the table."""
-        # Values read or written in this batch, so jobs on one key chain without re-reading.
-        latest: dict[str, Any] = {}
+        # (value, its text) of rows read or written in this batch, so jobs on one key
+        # chain without re-reading; the value is _UNPARSED after a set.
+        latest: dict[str, tuple[Any, str | None]] = {}
         written: dict[str, tuple[str, Any] | None] = {}
         outcomes: builtins.list[Any] = []
         for job in jobs:
             key = job.key
             if isinstance(job, _Set):
-                latest[key] = _Encoded(job.text)
+                latest[key] = (_UNPARSED, job.text)
                 written[key] = (job.text, _MISSING)
                 outcomes.append(None)
             elif isinstance(job, _Delete):
-                latest[key] = None
+                latest[key] = (None, None)
                 written[key] = None
                 outcomes.append(None)
             else:
-                current = latest.get(key, _MISSING)
                 try:
-                    if current is _MISSING:
+                    known = latest.get(key)
+                    if known is not None:
+                        current, stored = known
+                        if current is _UNPARSED and stored is not None:  # a set's text
+                            current = _json.loads(stored)
+                    else:
                         cached = self._recent.get(key) if trust_recent else None
                         if cached is not None:
-                            current = cached[1]
+                            stored, current = cached
                         else:
                             row = conn.execute(self._sql_get, (key,)).fetchone()
-                            current = None if row is None else self._decode(key, row[0])
-                    elif isinstance(current, _Encoded):
-                        current = _json.loads(current.text)
-                    latest[key] = current
-                    value, encoded = job.fn(current)
+                            stored = None if row is None else row[0]
+                            current = None if stored is None else self._decode(key, stored)
+                    latest[key] = (current, stored)
+                    value, encoded = job.fn(current, stored)
                     text = encoded.decode()
                 except sqlite3.Error:
                     raise  # the database failed, not this job: the whole batch fails
                 except Exception as exc:
                     outcomes.append(exc)
                     continue
-                latest[key] = value
+                latest[key] = (value, text)
                 written[key] = (text, value)
                 outcomes.append(value)
         now = time.time()

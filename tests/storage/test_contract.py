@@ -198,33 +198,50 @@ async def test_update_to_non_json_raises_value_error(storage: StorageBackend) ->
     assert await storage.get("k") == [1]
 
 
+async def test_get_encoded_is_get_with_the_text_the_value_came_from(
+    storage: StorageBackend,
+) -> None:
+    """get_encoded: ``None`` for a missing key, else the value as get returns it and, when
+    the backend has it, the JSON text that decodes to it."""
+    assert await storage.get_encoded("k") is None
+    await storage.set("k", {"n": 1, "list": [1.5, None, "ü"]})
+    found = await storage.get_encoded("k")
+    assert found is not None
+    value, text = found
+    assert value == await storage.get("k") == {"n": 1, "list": [1.5, None, "ü"]}
+    assert text is None or _json.loads(text) == value
+
+
 async def test_update_encoded_stores_the_value_with_the_json_it_came_with(
     storage: StorageBackend,
 ) -> None:
-    """update_encoded: fn sees the stored value and returns (value, its JSON); the value is
-    stored (read back equal, its size is that JSON's) and returned, and a later plain
-    update sees it. A fn that raises writes nothing."""
+    """update_encoded: fn sees the stored value, with the text it was decoded from when the
+    backend has it, and returns (value, its JSON); the value is stored (read back equal, its
+    size is that JSON's) and returned, and a later plain update sees it. A fn that raises
+    writes nothing."""
     await storage.set("k", {"n": 1, "text": "ü"})
     seen: list[Any] = []
 
-    def bump(current: Any) -> tuple[Any, bytes]:
+    def bump(current: Any, stored_json: str | None) -> tuple[Any, bytes]:
         seen.append(current)
+        assert stored_json is None or _json.loads(stored_json) == current
         new = {**current, "n": current["n"] + 1}
         return new, _json.dumps(new)
 
     assert await storage.update_encoded("k", bump) == {"n": 2, "text": "ü"}
-    assert seen == [{"n": 1, "text": "ü"}]
-    assert await storage.get("k") == {"n": 2, "text": "ü"}
+    assert await storage.update_encoded("k", bump) == {"n": 3, "text": "ü"}
+    assert seen == [{"n": 1, "text": "ü"}, {"n": 2, "text": "ü"}]
+    assert await storage.get("k") == {"n": 3, "text": "ü"}
     [info] = await storage.describe("k")
-    assert info.size == len(_json.dumps({"n": 2, "text": "ü"}))
-    assert await storage.update("k", lambda current: {**current, "n": 3}) == {"n": 3, "text": "ü"}
+    assert info.size == len(_json.dumps({"n": 3, "text": "ü"}))
+    assert await storage.update("k", lambda current: {**current, "n": 4}) == {"n": 4, "text": "ü"}
 
-    def fail(current: Any) -> tuple[Any, bytes]:
+    def fail(current: Any, stored_json: str | None) -> tuple[Any, bytes]:
         raise LookupError("no")
 
     with pytest.raises(LookupError):
         await storage.update_encoded("k", fail)
-    assert await storage.get("k") == {"n": 3, "text": "ü"}
+    assert await storage.get("k") == {"n": 4, "text": "ü"}
 
 
 @pytest.mark.parametrize(
