@@ -329,7 +329,7 @@ async def test_the_text_init_read_back_at_the_first_write_needs_no_check(
     try:
         key = ScopedStorage(backend, layer.id, "t1").full_key("state")
         await backend.set(key, {"goal": "loaded", "tags": {"a": 1}})
-        storage, handle = await _bound(layer, backend)
+        _, handle = await _bound(layer, backend)
 
         checks: list[Any] = []
         compare = _json.same_value
