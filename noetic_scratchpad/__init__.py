@@ -17,6 +17,7 @@ from .errors import (
     StorageBusyError,
     StorageConfigError,
     StorageError,
+    StorageOutcomeUnknownError,
 )
 from .events import (
     EventBus,
@@ -85,6 +86,7 @@ __all__ = (
     "StorageBusyError",
     "StorageConfigError",
     "StorageError",
+    "StorageOutcomeUnknownError",
     "StoreResult",
     "Tool",
     "ToolSpec",

@@ -9,7 +9,8 @@
     │   └── ScratchpadReadOnlyError      the scratchpad is read-only (reason "read_only")
     ├── StorageError                     the backend failed; the prior state is intact
     │   ├── StorageConfigError           a bad storage URL, path or missing extra
-    │   └── StorageBusyError             the database stayed locked past the busy timeout
+    │   ├── StorageBusyError             the database stayed locked past the busy timeout
+    │   └── StorageOutcomeUnknownError   contact was lost during a commit: it may have landed
     ├── MaxStepsExceededError            a run hit its step limit
     └── ScriptExhaustedError             a ScriptedModel was asked for more turns than it has
 
@@ -33,6 +34,7 @@ __all__ = (
     "StorageBusyError",
     "StorageConfigError",
     "StorageError",
+    "StorageOutcomeUnknownError",
 )
 
 
@@ -90,6 +92,12 @@ class StorageConfigError(StorageError, ValueError):
 
 class StorageBusyError(StorageError):
     """The database stayed locked by another writer past the busy timeout and retries."""
+
+
+class StorageOutcomeUnknownError(StorageError):
+    """Contact with the backend was lost while a write committed, so whether it landed
+    cannot be known: the stored value is either the old one or the new one, never a mix.
+    Read it to find out; repeating a scratchpad update that is missing is harmless."""
 
 
 class MaxStepsExceededError(ScratchpadError):

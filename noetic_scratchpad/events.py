@@ -64,8 +64,10 @@ class UpdateApplied(ScratchpadEvent):
 class UpdateRejected(ScratchpadEvent):
     """An update was dropped. ``reason`` is a short word.
 
-    For every reason but ``"timeout"`` nothing changed. ``"timeout"`` means storage did not
-    answer within ``write_timeout``: the write may still land, and repeating it is harmless.
+    For every reason but ``"timeout"`` and ``"unconfirmed"`` nothing changed.
+    ``"timeout"`` means storage did not answer within ``write_timeout``, ``"unconfirmed"``
+    that contact with it was lost while the write committed: the write may have landed,
+    and repeating it is harmless.
     """
 
     kind: Literal["update_rejected"] = "update_rejected"

@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _deadline, _json
 from ..context import ExecutionContext
-from ..errors import ScratchpadReadOnlyError, ScratchpadUpdateError, StorageError
+from ..errors import (
+    ScratchpadReadOnlyError,
+    ScratchpadUpdateError,
+    StorageError,
+    StorageOutcomeUnknownError,
+)
 from ..events import UpdateApplied, UpdateRejected, WriteSource
 from ..render import contains_float
 from ..storage import ScopedStorage
@@ -136,6 +141,14 @@ class ScratchpadHandle:
         except _WriteTimeout as exc:
             self._reject(source, call_id, "timeout", str(exc), [])
             raise StorageError(str(exc)) from None
+        except StorageOutcomeUnknownError as exc:
+            message = (
+                f"The scratchpad may or may not have been saved ({exc}). Check the "
+                "scratchpad and repeat the update if it is missing; repeating an update is "
+                "harmless."
+            )
+            self._reject(source, call_id, "unconfirmed", message, [])
+            raise
         except Exception as exc:
             message = (
                 f"The scratchpad could not be saved ({type(exc).__name__}: {exc}); it is "

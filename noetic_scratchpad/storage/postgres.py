@@ -36,7 +36,12 @@ import anyio
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
 from .. import _json
-from ..errors import StorageBusyError, StorageConfigError, StorageError
+from ..errors import (
+    StorageBusyError,
+    StorageConfigError,
+    StorageError,
+    StorageOutcomeUnknownError,
+)
 from ..locks import KeyedBatcher
 from .base import EncodedUpdateFn, JsonValue, KeyInfo, StorageBackend, UpdateFn, with_json
 
@@ -396,7 +401,8 @@ class PostgresStorage(StorageBackend):
             try:
                 await transaction.commit()
             except _CONNECTION_LOST as exc:
-                raise self._error(f"commit of an update of {key!r}", exc, _UNCONFIRMED) from exc
+                what = f"commit of an update of {key!r}"
+                raise self._error(what, exc, _UNCONFIRMED, StorageOutcomeUnknownError) from exc
         return outcomes
 
     async def _lock_row(self, conn: asyncpg.Connection, key: str) -> JsonValue | None:
@@ -468,8 +474,14 @@ class PostgresStorage(StorageBackend):
             with suppress(Exception):
                 await self._pool.release(conn)
 
-    def _error(self, what: str, exc: BaseException, outcome: str) -> StorageError:
-        return StorageError(
+    def _error(
+        self,
+        what: str,
+        exc: BaseException,
+        outcome: str,
+        kind: type[StorageError] = StorageError,
+    ) -> StorageError:
+        return kind(
             f"PostgreSQL {what} in {self.settings.table!r} at {self.settings.display!r} "
             f"failed ({type(exc).__name__}: {exc}); {outcome}. Check that the server is "
             "reachable; the pool reconnects on the next call"

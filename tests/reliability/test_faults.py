@@ -21,6 +21,7 @@ from noetic_scratchpad import (
     ScratchpadLayer,
     StorageBusyError,
     StorageError,
+    StorageOutcomeUnknownError,
     UpdateApplied,
     UpdateRejected,
     open_storage,
@@ -87,6 +88,28 @@ async def test_update_failing_mid_write_keeps_prior_state(faulty: FaultyStorage)
         "steps": ["write tests", "fix bugs"],
     }
     assert await faulty.inner.get(STATE_KEY) == {**PRIOR, "steps": ["write tests", "fix bugs"]}
+
+
+@pytest.mark.asyncio
+async def test_write_whose_commit_went_unconfirmed_says_it_may_have_landed(
+    faulty: FaultyStorage,
+) -> None:
+    """When the backend lost contact during the commit (``StorageOutcomeUnknownError``),
+    the error reaches the caller as it is and ``UpdateRejected`` says ``unconfirmed``: the
+    update may have been saved, not that the state is unchanged."""
+    _, handle = await bind(scratchpad(), faulty)
+    await handle.update(PRIOR)
+    faulty.error = StorageOutcomeUnknownError("connection lost during COMMIT")
+    faulty.fail_on = {"update"}
+
+    with capture_events(handle.ctx.events) as events, pytest.raises(StorageOutcomeUnknownError):
+        await handle.update({"goal": "maybe"})
+
+    [rejected] = events.of(UpdateRejected)
+    assert (rejected.hook, rejected.reason) == ("api", "unconfirmed")
+    assert "may or may not have been saved" in rejected.message
+    assert "connection lost during COMMIT" in rejected.message
+    assert "unchanged" not in rejected.message
 
 
 @pytest.mark.asyncio

@@ -17,7 +17,12 @@ import pytest
 import pytest_asyncio
 
 from noetic_scratchpad import open_storage
-from noetic_scratchpad.errors import StorageBusyError, StorageConfigError, StorageError
+from noetic_scratchpad.errors import (
+    StorageBusyError,
+    StorageConfigError,
+    StorageError,
+    StorageOutcomeUnknownError,
+)
 from tests.conftest import postgres_test_url, require_postgres
 
 HERE = Path(__file__).parent
@@ -579,7 +584,8 @@ async def test_connection_lost_during_commit_says_the_outcome_is_unknown(server:
     async with await open_storage(server.url) as storage:
         await storage.set("k", {"v": "prior"})
         await _install_commit_trigger(server, "PERFORM pg_terminate_backend(pg_backend_pid())")
-        with pytest.raises(StorageError, match="may or may not have applied it") as info:
+        unknown = pytest.raises(StorageOutcomeUnknownError, match="may or may not have applied")
+        with unknown as info:
             await storage.update("k", lambda cur: {**cur, "fault": True})
         assert "commit of an update of 'k'" in str(info.value)
         assert await storage.get("k") == {"v": "prior"}
