@@ -83,7 +83,9 @@ class ScratchpadReadOnlyError(ScratchpadUpdateError):
 
 
 class StorageError(ScratchpadError):
-    """A storage backend failed; the write did not happen and the prior state is intact."""
+    """A storage backend failed; the write did not happen and the prior state is intact,
+    unless the error says otherwise (:class:`StorageOutcomeUnknownError`, or a write cut
+    off by ``write_timeout``, whose message says the update may have been saved)."""
 
 
 class StorageConfigError(StorageError, ValueError):
