@@ -283,9 +283,20 @@ async def test_a_reordered_copy_of_the_state_it_wrote_is_not_validated_again(
     assert await backend.get(storage.full_key("state")) == {"goal": "changed", "count": 4}
 
 
+@pytest.fixture
+def checks(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every state the layer validates as a whole or compares with a state it knows, in
+    order (validation always passes here)."""
+    seen: list[Any] = []
+    compare = _json.same_value
+    monkeypatch.setattr(SchemaGate, "errors", lambda gate, state: seen.append(state) or [])
+    monkeypatch.setattr(_json, "same_value", lambda a, b: seen.append(a) or compare(a, b))
+    return seen
+
+
 @pytest.mark.asyncio
 async def test_many_scopes_written_in_turn_are_neither_checked_nor_compared_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, checks: list[Any]
 ) -> None:
     """Writers on more scopes than the layer remembers states for: SQLite hands each
     writer the very state it wrote last, which the writer's handle recognizes without
@@ -300,11 +311,8 @@ async def test_many_scopes_written_in_turn_are_neither_checked_nor_compared_agai
             await layer.init(storage=storage, scope_key=f"t{scope}", ctx=ctx)
             handles.append(ctx.context[layer.id])
             await handles[-1].update({"goal": f"scope {scope}", "count": 0})
+        checks.clear()  # what init and the first writes looked at
 
-        checks: list[Any] = []
-        compare = _json.same_value
-        monkeypatch.setattr(SchemaGate, "errors", lambda gate, s: checks.append(s) or [])
-        monkeypatch.setattr(_json, "same_value", lambda a, b: checks.append(a) or compare(a, b))
         for count in (1, 2):
             for handle in handles:
                 await handle.update({"count": count})
@@ -317,7 +325,7 @@ async def test_many_scopes_written_in_turn_are_neither_checked_nor_compared_agai
 
 @pytest.mark.asyncio
 async def test_the_text_init_read_back_at_the_first_write_needs_no_check(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, checks: list[Any]
 ) -> None:
     """On SQLite the first write after init finds the very JSON text init loaded and
     checked: the state is neither compared nor validated again. A row another process
@@ -330,11 +338,8 @@ async def test_the_text_init_read_back_at_the_first_write_needs_no_check(
         key = ScopedStorage(backend, layer.id, "t1").full_key("state")
         await backend.set(key, {"goal": "loaded", "tags": {"a": 1}})
         _, handle = await _bound(layer, backend)
+        checks.clear()  # what init looked at
 
-        checks: list[Any] = []
-        compare = _json.same_value
-        monkeypatch.setattr(SchemaGate, "errors", lambda gate, s: checks.append(s) or [])
-        monkeypatch.setattr(_json, "same_value", lambda a, b: checks.append(a) or compare(a, b))
         await handle.update({"count": 1})
         assert checks == []
 
