@@ -437,15 +437,15 @@ class SqliteStorage(StorageBackend):
         written as (text, value), the value ``_MISSING`` for a ``set``; ``None`` deletes.
         ``trust_recent``: no other connection has written since the rows in ``_recent``
         were committed, so they are used without reading the table."""
-        # (value, its text) of rows read or written in this batch, so jobs on one key
-        # chain without re-reading; the value is _UNPARSED after a set.
-        latest: dict[str, tuple[Any, str | None]] = {}
+        # (text, value) of rows read or written in this batch, as in ``_recent``, so jobs
+        # on one key chain without re-reading; the value is _UNPARSED after a set.
+        latest: dict[str, tuple[str | None, Any]] = {}
         written: dict[str, tuple[str, Any] | None] = {}
         outcomes: builtins.list[Any] = []
         for job in jobs:
             key = job.key
             if isinstance(job, _Set):
-                latest[key] = (_UNPARSED, job.text)
+                latest[key] = (job.text, _UNPARSED)
                 written[key] = (job.text, _MISSING)
                 outcomes.append(None)
             elif isinstance(job, _Delete):
@@ -454,20 +454,18 @@ class SqliteStorage(StorageBackend):
                 outcomes.append(None)
             else:
                 try:
-                    known = latest.get(key)
-                    if known is not None:
-                        current, stored = known
+                    row = latest.get(key)
+                    if row is None and trust_recent:
+                        row = self._recent.get(key)
+                    if row is None:
+                        found = conn.execute(self._sql_get, (key,)).fetchone()
+                        stored = None if found is None else found[0]
+                        current = None if stored is None else self._decode(key, stored)
+                    else:
+                        stored, current = row
                         if current is _UNPARSED and stored is not None:  # a set's text
                             current = _json.loads(stored)
-                    else:
-                        cached = self._recent.get(key) if trust_recent else None
-                        if cached is not None:
-                            stored, current = cached
-                        else:
-                            row = conn.execute(self._sql_get, (key,)).fetchone()
-                            stored = None if row is None else row[0]
-                            current = None if stored is None else self._decode(key, stored)
-                    latest[key] = (current, stored)
+                    latest[key] = (stored, current)
                     value, encoded = job.fn(current, stored)
                     text = encoded.decode()
                 except sqlite3.Error:
@@ -475,8 +473,7 @@ class SqliteStorage(StorageBackend):
                 except Exception as exc:
                     outcomes.append(exc)
                     continue
-                latest[key] = (value, text)
-                written[key] = (text, value)
+                latest[key] = written[key] = (text, value)
                 outcomes.append(value)
         now = time.time()
         for key, final in written.items():
