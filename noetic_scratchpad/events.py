@@ -2,23 +2,32 @@
 
 ``EventBus.emit`` is synchronous and never raises: sync handlers run inline, async handlers
 run in background tasks, and a handler that fails is logged and forgotten. A handler that
-hangs holds up only itself, and only until ``handler_timeout``.
+hangs holds up only itself, and only until ``handler_timeout``; ``drain`` and ``aclose``
+never wait longer than that for it, even if it ignores its cancellation.
+
+Every diagnostic is logged through the standard ``logging`` module, under the logger
+``noetic_scratchpad.events``; the package's logger ``noetic_scratchpad`` has a
+``NullHandler``, so nothing is printed unless the application configures logging.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import sys
+import json
+import logging
+import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import anyio
-import structlog
-from anyio.streams.memory import MemoryObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field
+
+from ._background import start_background
 
 __all__ = (
     "EventBus",
@@ -30,7 +39,17 @@ __all__ = (
     "ViewTruncated",
 )
 
-logger = structlog.get_logger("noetic_scratchpad")
+logger = logging.getLogger("noetic_scratchpad.events")
+
+# A library prints nothing unless the application configures logging: with a handler on the
+# package's logger, stdlib's last-resort handler (stderr, WARNING and up) stays silent too.
+_package_logger = logging.getLogger("noetic_scratchpad")
+if not any(isinstance(handler, logging.NullHandler) for handler in _package_logger.handlers):
+    _package_logger.addHandler(logging.NullHandler())
+
+#: How long past ``handler_timeout`` ``drain`` and ``aclose`` wait for a cancelled handler
+#: to finish its cleanup before they stop waiting for it.
+CLOSE_GRACE = 0.5
 
 WriteSource = Literal["tool", "store", "api"]
 
@@ -40,7 +59,8 @@ class ScratchpadEvent(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    #: The log level the event is logged at; ``None`` means not logged.
+    #: The log level the event is logged at (``"debug"``, ``"info"``, ``"warning"``,
+    #: ``"error"``); ``None`` means not logged.
     log_level: ClassVar[str | None] = "warning"
 
     kind: str
@@ -90,6 +110,8 @@ class StateDiscarded(ScratchpadEvent):
 class ViewTruncated(ScratchpadEvent):
     """A recall was cut to fit its budget; storage still holds everything."""
 
+    log_level: ClassVar[str | None] = "info"  # routine: a view cut to its budget, every turn
+
     kind: Literal["view_truncated"] = "view_truncated"
     budget: int
     total_tokens: int
@@ -99,15 +121,52 @@ class ViewTruncated(ScratchpadEvent):
 EventHandler = Callable[[ScratchpadEvent], Awaitable[None] | None]
 
 
+@dataclass(eq=False, slots=True)
+class _Run:
+    """One async handler call in flight."""
+
+    handler: EventHandler
+    #: ``time.monotonic()`` after which ``drain`` and ``aclose`` stop waiting for it.
+    deadline: float
+    task: asyncio.Task[None] | None = None
+    scope: anyio.CancelScope | None = None
+    cancelled: bool = False
+    reported: bool = False
+
+    def cancel(self) -> None:
+        """Cancel the call: its cancel scope (asyncio and trio) and, on asyncio, its task.
+
+        A call whose task has not started yet notices ``cancelled`` and never starts.
+        """
+        self.cancelled = True
+        if self.scope is None:
+            return
+        self.scope.cancel()
+        if self.task is not None:
+            self.task.cancel()
+
+
 class EventBus:
-    """Delivers events to subscribers; every event is also logged through structlog."""
+    """Delivers events to subscribers; every event is also logged through ``logging``.
+
+    ``handler_timeout`` bounds each async handler call: it is cancelled after that many
+    seconds, and ``drain`` and ``aclose`` never wait longer for it (plus ``CLOSE_GRACE``),
+    even if it ignores the cancellation.
+    """
 
     def __init__(self, *, handler_timeout: float = 5.0) -> None:
         self.handler_timeout = handler_timeout
         self._handlers: list[EventHandler] = []
-        self._pending = 0
-        self._idle: anyio.Event | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._running: set[_Run] = set()
+        self._changed: anyio.Event | None = None
+        self._streams: set[MemoryObjectSendStream[ScratchpadEvent]] = set()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """``True`` once ``aclose`` was called: streams have ended, async handlers no longer
+        start."""
+        return self._closed
 
     def subscribe(self, handler: EventHandler) -> Callable[[], None]:
         """Call ``handler`` (sync or async) with every event; returns an unsubscriber."""
@@ -120,16 +179,40 @@ class EventBus:
         return unsubscribe
 
     def emit(self, event: ScratchpadEvent) -> None:
-        """Log ``event`` and hand it to every subscriber. Never raises."""
+        """Log ``event`` and hand it to every subscriber. Never raises.
+
+        After ``aclose`` the event is still logged and sync handlers still run (inline, in
+        the caller's time), but async handlers are not started: their coroutine is closed
+        unawaited (logged at debug level), since nothing would wait for or bound them.
+        """
         if event.log_level is not None:
-            logger.log(_LEVELS[event.log_level], event.kind, **event.model_dump(exclude={"kind"}))
+            level = _LEVELS[event.log_level]
+            if logger.isEnabledFor(level):
+                logger.log(
+                    level,
+                    "%s %s",
+                    event.kind,
+                    _event_fields(event),
+                    extra={"scratchpad_event": event},
+                )
         for handler in tuple(self._handlers):
             try:
                 outcome = handler(event)
             except Exception:
-                logger.exception("event handler failed", handler=repr(handler), kind=event.kind)
+                logger.exception(
+                    "event handler failed handler=%s kind=%s", _name(handler), event.kind
+                )
                 continue
-            if outcome is not None and inspect.isawaitable(outcome):
+            if outcome is None or not inspect.isawaitable(outcome):
+                continue
+            if self._closed:
+                _discard(outcome)
+                logger.debug(
+                    "async event handler skipped: the bus is closed handler=%s kind=%s",
+                    _name(handler),
+                    event.kind,
+                )
+            else:
                 self._spawn(handler, outcome)
 
     @asynccontextmanager
@@ -139,7 +222,8 @@ class EventBus:
         """Iterate over events as they come: ``async with bus.stream() as events:``.
 
         A consumer that falls ``max_buffer`` events behind loses the newest ones (logged);
-        the agent never waits for a slow consumer.
+        the agent never waits for a slow consumer. The iteration ends when the bus closes
+        (at once for a stream opened on a closed bus).
         """
         send, receive = anyio.create_memory_object_stream[ScratchpadEvent](max_buffer)
 
@@ -147,78 +231,191 @@ class EventBus:
             try:
                 send.send_nowait(event)
             except anyio.WouldBlock:
-                logger.warning("event stream full; event dropped", kind=event.kind)
+                logger.warning("event stream full; event dropped kind=%s", event.kind)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
 
-        unsubscribe = self.subscribe(forward)
+        if self._closed:
+            send.close()
+            unsubscribe: Callable[[], None] | None = None
+        else:
+            self._streams.add(send)
+            unsubscribe = self.subscribe(forward)
         try:
             async with receive:
                 yield receive
         finally:
-            unsubscribe()
+            if unsubscribe is not None:
+                unsubscribe()
+            self._streams.discard(send)
             send.close()
 
     async def drain(self) -> None:
-        """Wait until every async handler started so far has finished."""
-        while self._pending:
-            if self._idle is None:
-                self._idle = anyio.Event()
-            await self._idle.wait()
+        """Wait until every async handler started so far has finished.
+
+        Bounded: a handler still running ``handler_timeout`` + ``CLOSE_GRACE`` seconds after
+        it started has ignored its cancellation; it is logged as an error and no longer
+        waited for.
+        """
+        stuck = [run for run in await self._wait() if not run.reported]
+        for run in stuck:
+            run.reported = True
+        if stuck:
+            logger.error(
+                "event handler ignored its cancellation after %gs; no longer waited for "
+                "handlers=%s",
+                self.handler_timeout,
+                _names(run.handler for run in stuck),
+            )
+
+    async def aclose(self) -> None:
+        """Close the bus: end every ``stream()``, wait for the async handlers still running
+        (at most ``handler_timeout`` + ``CLOSE_GRACE`` seconds), then cancel and abandon
+        those left (logged as an error). Later async handler calls are not started.
+
+        Idempotent; never waits longer than that, even for handlers that ignore their
+        cancellation.
+        """
+        if self._closed:
+            await self._wait()
+            return
+        self._closed = True
+        streams, self._streams = self._streams, set()
+        for send in streams:
+            send.close()
+        left = await self._wait()
+        if not left:
+            return
+        for run in left:
+            run.cancel()
+            self._running.discard(run)
+        logger.error(
+            "event bus closed; abandoned event handlers that ignored their cancellation "
+            "handlers=%s",
+            _names(run.handler for run in left),
+        )
+        self._notify()
+
+    async def _wait(self) -> list[_Run]:
+        """Wait until no handler runs or every one left is past its deadline; returns
+        those left."""
+        while self._running:
+            now = time.monotonic()
+            remaining = max(run.deadline for run in self._running) - now
+            if remaining <= 0:
+                break
+            if self._changed is None:
+                self._changed = anyio.Event()
+            with anyio.move_on_after(remaining):
+                await self._changed.wait()
+        return list(self._running)
 
     def _spawn(self, handler: EventHandler, awaitable: Awaitable[None]) -> None:
-        self._pending += 1
+        run_state = _Run(handler, time.monotonic() + self.handler_timeout + CLOSE_GRACE)
 
         async def run() -> None:
             try:
-                with anyio.fail_after(self.handler_timeout):
-                    await awaitable
+                if run_state.cancelled:  # closed before this task got to start
+                    _discard(awaitable)
+                    return
+                with anyio.CancelScope() as run_state.scope:
+                    with anyio.fail_after(self.handler_timeout):
+                        await awaitable
             except TimeoutError:
                 logger.error(
-                    "event handler timed out", handler=repr(handler), timeout=self.handler_timeout
+                    "event handler timed out handler=%s timeout=%g",
+                    _name(handler),
+                    self.handler_timeout,
                 )
             except Exception:
-                logger.exception("event handler failed", handler=repr(handler))
+                logger.exception("event handler failed handler=%s", _name(handler))
             finally:
-                self._finished()
+                self._finished(run_state)
 
-        if not _start_background(run, self._tasks):
+        # The task runs no sooner than the next checkpoint, so it is registered in time.
+        started, run_state.task = start_background(run)
+        if started:
+            self._running.add(run_state)
+        else:
             # emit from sync code or another thread: nothing could ever run the handler
-            if inspect.iscoroutine(awaitable):
-                awaitable.close()
+            _discard(awaitable)
             logger.error(
-                "async event handler skipped: no event loop runs in this thread",
-                handler=repr(handler),
+                "async event handler skipped: no event loop runs in this thread handler=%s",
+                _name(handler),
             )
-            self._finished()
 
-    def _finished(self) -> None:
-        self._pending -= 1
-        if not self._pending and self._idle is not None:
-            self._idle.set()
-            self._idle = None
+    def _finished(self, run: _Run) -> None:
+        if run in self._running:
+            self._running.discard(run)
+            self._notify()
 
-
-def _start_background(fn: Callable[[], Awaitable[None]], tasks: set[asyncio.Task[None]]) -> bool:
-    """Run ``fn`` in a task of its own on the running event loop (asyncio or trio).
-
-    Returns ``False`` when no event loop runs in this thread.
-    """
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio: the only other loop anyio runs on is trio
-        trio = sys.modules.get("trio")  # never imported here: it is an optional dependency
-        if trio is None:
-            return False
-        try:
-            trio.lowlevel.spawn_system_task(fn)
-        except RuntimeError:  # not inside trio either
-            return False
-        return True
-    task: asyncio.Task[None] = loop.create_task(fn())  # type: ignore[arg-type]  # a coroutine
-    tasks.add(task)  # asyncio keeps only weak references to tasks
-    task.add_done_callback(tasks.discard)
-    return True
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
 
-_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+def _discard(awaitable: Awaitable[None]) -> None:
+    """Close a coroutine that will never run (no "never awaited" warning)."""
+    if inspect.iscoroutine(awaitable):
+        awaitable.close()
+
+
+def _name(handler: object) -> str:
+    """A readable name for a handler: ``module.qualname`` when it has one."""
+    qualname = getattr(handler, "__qualname__", None)
+    module = getattr(handler, "__module__", None)
+    if isinstance(qualname, str):
+        return f"{module}.{qualname}" if isinstance(module, str) else qualname
+    return repr(handler)
+
+
+def _names(handlers: Iterable[object]) -> str:
+    return ",".join(_name(handler) for handler in handlers)
+
+
+_PLAIN = re.compile(r"[^\s\"'=\\]+")
+
+
+def _log_value(value: Any) -> str:
+    """One field's value as log text: bare when it is one plain word, else JSON-quoted
+    (so a message never spans lines or fakes another field)."""
+    if isinstance(value, str):
+        return value if _PLAIN.fullmatch(value) else json.dumps(value, ensure_ascii=False)
+    if isinstance(value, tuple | list):
+        return _log_value(",".join(str(item) for item in value))
+    return str(value)
+
+
+def _error_summary(errors: Iterable[Mapping[str, Any]]) -> str:
+    """``loc:type`` of each validation error; the offending values (``input``), which the
+    model wrote and may hold anything, stay out of the log."""
+    summary = []
+    for error in errors:
+        loc = ".".join(str(part) for part in error.get("loc", ()))
+        kind = str(error.get("type", "error"))
+        summary.append(f"{loc}:{kind}" if loc else kind)
+    return _log_value(",".join(summary))
+
+
+def _event_fields(event: ScratchpadEvent) -> str:
+    """The event's fields as ``key=value`` pairs (``kind`` and ``at`` aside; the log record
+    has its own time)."""
+    fields = []
+    for key in type(event).model_fields:
+        if key in ("kind", "at"):
+            continue
+        value = getattr(event, key)
+        if value is None or (key == "errors" and not value):
+            continue
+        text = _error_summary(value) if key == "errors" else _log_value(value)
+        fields.append(f"{key}={text}")
+    return " ".join(fields)
+
+
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}

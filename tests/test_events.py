@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 
 import anyio
 import pydantic
 import pytest
-from structlog.testing import capture_logs
 
+from noetic_scratchpad import Agent, AgentHarness, ScriptedModel, scratchpad
 from noetic_scratchpad.events import (
+    CLOSE_GRACE,
     EventBus,
+    EventHandler,
     ScratchpadEvent,
     StateDiscarded,
     UpdateApplied,
     UpdateRejected,
     ViewTruncated,
 )
+
+
+def bus_records(caplog: pytest.LogCaptureFixture, start: str = "") -> list[logging.LogRecord]:
+    """The records of ``noetic_scratchpad.events`` whose message starts with ``start``."""
+    return [
+        record
+        for record in caplog.records
+        if record.name == "noetic_scratchpad.events" and record.getMessage().startswith(start)
+    ]
 
 
 def sample_events() -> list[ScratchpadEvent]:
@@ -121,8 +134,11 @@ async def test_sync_and_async_handlers_are_both_called() -> None:
 
 
 @pytest.mark.asyncio
-async def test_failing_handlers_are_logged_and_do_not_break_anything() -> None:
-    """A raising sync or async handler is logged; emit returns and other handlers still run."""
+async def test_failing_handlers_are_logged_and_do_not_break_anything(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A raising sync or async handler is logged as an error naming it, with the traceback;
+    emit returns and other handlers still run."""
     bus = EventBus()
     seen: list[str] = []
 
@@ -137,19 +153,21 @@ async def test_failing_handlers_are_logged_and_do_not_break_anything() -> None:
     bus.subscribe(lambda event: seen.append(event.kind))
     event = sample_events()[0]
 
-    with capture_logs() as logs:
-        bus.emit(event)
-        await bus.drain()
+    bus.emit(event)
+    await bus.drain()
 
     assert seen == ["update_applied"]
-    failures = [log for log in logs if log["event"] == "event handler failed"]
-    assert [log["log_level"] for log in failures] == ["error", "error"]
-    assert {repr(broken_sync), repr(broken_async)} == {log["handler"] for log in failures}
-    assert all(log["exc_info"] is True for log in failures)
+    failures = bus_records(caplog, "event handler failed")
+    assert [record.levelname for record in failures] == ["ERROR", "ERROR"]
+    assert ".broken_sync kind=update_applied" in failures[0].getMessage()
+    assert failures[1].getMessage().endswith(".broken_async")
+    assert all(record.exc_info is not None for record in failures)
 
 
 @pytest.mark.asyncio
-async def test_hanging_async_handler_does_not_block_emit_and_is_cut_by_timeout() -> None:
+async def test_hanging_async_handler_does_not_block_emit_and_is_cut_by_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A handler that never returns holds nothing up and is cancelled at ``handler_timeout``."""
     bus = EventBus(handler_timeout=0.05)
     cancelled = anyio.Event()
@@ -161,17 +179,17 @@ async def test_hanging_async_handler_does_not_block_emit_and_is_cut_by_timeout()
             cancelled.set()
 
     bus.subscribe(hang)
-    with capture_logs() as logs:
-        started = time.perf_counter()
-        bus.emit(sample_events()[0])
-        emit_seconds = time.perf_counter() - started
-        with anyio.fail_after(5):
-            await bus.drain()
+    started = time.perf_counter()
+    bus.emit(sample_events()[0])
+    emit_seconds = time.perf_counter() - started
+    with anyio.fail_after(5):
+        await bus.drain()
 
     assert emit_seconds < 0.05
     assert cancelled.is_set()
-    timeouts = [log for log in logs if log["event"] == "event handler timed out"]
-    assert [(log["log_level"], log["timeout"]) for log in timeouts] == [("error", 0.05)]
+    timeouts = bus_records(caplog, "event handler timed out")
+    assert [record.levelname for record in timeouts] == ["ERROR"]
+    assert timeouts[0].getMessage().endswith(".hang timeout=0.05")
 
 
 @pytest.mark.asyncio
@@ -194,38 +212,49 @@ async def test_stream_yields_events_in_order() -> None:
 
 
 @pytest.mark.asyncio
-async def test_stream_drops_newest_events_past_its_buffer_with_a_log() -> None:
+async def test_stream_drops_newest_events_past_its_buffer_with_a_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A consumer that falls behind loses the newest events; emit never waits for it."""
     bus = EventBus()
     first, second, third, _ = sample_events()
 
-    with capture_logs() as logs:
-        async with bus.stream(max_buffer=2) as stream:
-            for event in (first, second, third):
-                bus.emit(event)
-            received = [await stream.receive(), await stream.receive()]
+    async with bus.stream(max_buffer=2) as stream:
+        for event in (first, second, third):
+            bus.emit(event)
+        received = [await stream.receive(), await stream.receive()]
 
     assert received == [first, second]
-    assert [log["kind"] for log in logs if log["event"] == "event stream full; event dropped"] == [
-        "state_discarded"
+    dropped = bus_records(caplog, "event stream full; event dropped")
+    assert [(r.levelname, r.getMessage()) for r in dropped] == [
+        ("WARNING", "event stream full; event dropped kind=state_discarded")
     ]
 
 
-def test_diagnostics_are_logged_through_structlog_and_routine_ones_are_not() -> None:
-    """Rejections, discards and truncations are warnings in the log; applied updates are not."""
+def test_diagnostics_are_logged_through_stdlib_logging_and_routine_ones_are_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Rejections and discards are warnings of logger ``noetic_scratchpad.events``; a cut view
+    is routine (every turn over budget) and only info; applied updates are not logged."""
+    caplog.set_level(logging.DEBUG, logger="noetic_scratchpad")
     bus = EventBus()
-    with capture_logs() as logs:
-        for event in sample_events():
-            bus.emit(event)
+    for event in sample_events():
+        bus.emit(event)
 
-    logged = [(log["event"], log["log_level"], log["layer_id"], log["scope_key"]) for log in logs]
+    logged = [(r.levelname, r.getMessage()) for r in bus_records(caplog)]
     assert logged == [
-        ("update_rejected", "warning", "scratchpad", "t1"),
-        ("state_discarded", "warning", "scratchpad", "u7"),
-        ("view_truncated", "warning", "scratchpad", "t1"),
+        (
+            "WARNING",
+            "update_rejected layer_id=scratchpad scope_key=t1 hook=store reason=schema "
+            "message=bad errors=goal:string_type",
+        ),
+        ("WARNING", 'state_discarded layer_id=scratchpad scope_key=u7 reason="not an object"'),
+        (
+            "INFO",
+            "view_truncated layer_id=scratchpad scope_key=t1 budget=10 total_tokens=30 "
+            "omitted_tokens=25",
+        ),
     ]
-    assert logs[0]["reason"] == "schema"
-    assert logs[2]["omitted_tokens"] == 25
 
 
 @pytest.mark.asyncio
@@ -248,19 +277,18 @@ def bus_with_async_and_sync_handlers() -> tuple[EventBus, list[str]]:
     return bus, seen
 
 
-def test_emit_without_a_running_loop_never_raises() -> None:
+def test_emit_without_a_running_loop_never_raises(caplog: pytest.LogCaptureFixture) -> None:
     """Emitting from sync code (no event loop) skips async handlers with a log line, closes
     their coroutines (no "never awaited" warning) and still calls sync handlers."""
     bus, seen = bus_with_async_and_sync_handlers()
 
-    with capture_logs() as logs:
-        bus.emit(sample_events()[0])
+    bus.emit(sample_events()[0])
 
     assert seen == ["sync"]
-    assert [(log["event"], log["log_level"]) for log in logs] == [
-        ("async event handler skipped: no event loop runs in this thread", "error")
+    assert [(r.levelname, r.getMessage().split(" handler=")[0]) for r in bus_records(caplog)] == [
+        ("ERROR", "async event handler skipped: no event loop runs in this thread")
     ]
-    assert bus._pending == 0
+    assert not bus._running
 
 
 @pytest.mark.asyncio
@@ -273,3 +301,257 @@ async def test_emit_from_another_thread_never_raises() -> None:
         await bus.drain()
 
     assert seen == ["sync"]
+
+
+# -- closing: bounded even when a handler ignores its cancellation (asyncio and trio) --------
+
+TIMEOUT = 0.3  # handler_timeout of the closing tests
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The ``pytest.mark.anyio`` tests below run under asyncio and under trio."""
+    backend: str = request.param
+    return backend
+
+
+class Stubborn:
+    """An async subscriber that ignores its cancellation until ``release()``.
+
+    ``how`` is ``"swallow"`` (catches every cancellation and awaits again) or ``"shield"``
+    (waits in a shielded cancel scope). ``release`` lets it end, so the test's event loop can
+    shut down (asyncio's and trio's runners wait for every task at exit).
+    """
+
+    def __init__(self, how: str) -> None:
+        self.started = anyio.Event()
+        self.done = anyio.Event()
+        self._released = anyio.Event()
+        self.handler: EventHandler = self._swallowing if how == "swallow" else self._shielded
+
+    async def _swallowing(self, event: ScratchpadEvent) -> None:
+        self.started.set()
+        try:
+            while not self._released.is_set():
+                # the bug under test: every cancellation swallowed
+                with contextlib.suppress(BaseException):
+                    await anyio.sleep(0.01)
+        finally:
+            self.done.set()
+
+    async def _shielded(self, event: ScratchpadEvent) -> None:
+        self.started.set()
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._released.wait()
+        finally:
+            self.done.set()
+
+    async def release(self) -> None:
+        self._released.set()
+        with anyio.fail_after(5):
+            await self.done.wait()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["swallow", "shield"])
+async def test_aclose_is_bounded_by_handler_timeout_even_if_a_handler_ignores_cancellation(
+    how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``aclose`` waits at most ``handler_timeout`` + ``CLOSE_GRACE`` for a handler that
+    swallows or shields its cancellation, then cancels it, stops waiting and logs an error
+    naming it. A second ``aclose`` returns at once."""
+    bus = EventBus(handler_timeout=TIMEOUT)
+    stubborn = Stubborn(how)
+    bus.subscribe(stubborn.handler)
+    bus.emit(sample_events()[0])
+    await stubborn.started.wait()
+    try:
+        started = time.perf_counter()
+        with anyio.fail_after(TIMEOUT + 3):  # a regression fails here instead of hanging
+            await bus.aclose()
+        elapsed = time.perf_counter() - started
+        with anyio.fail_after(1):
+            await bus.aclose()
+            await bus.drain()
+    finally:
+        await stubborn.release()
+
+    assert TIMEOUT <= elapsed < TIMEOUT + CLOSE_GRACE + 0.5
+    assert bus.closed
+    (abandoned,) = bus_records(caplog, "event bus closed; abandoned")
+    assert abandoned.levelname == "ERROR"
+    assert abandoned.getMessage().endswith(f"Stubborn._{how}{'ing' if how == 'swallow' else 'ed'}")
+
+
+@pytest.mark.anyio
+async def test_drain_is_bounded_too_and_logs_the_stuck_handler_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``drain`` never hangs either: it stops waiting for a handler past its timeout and
+    grace (an error names it, once), and still waits for a well-behaved one."""
+    bus = EventBus(handler_timeout=TIMEOUT)
+    stubborn = Stubborn("swallow")
+    finished: list[str] = []
+
+    async def slow_but_fine(event: ScratchpadEvent) -> None:
+        await anyio.sleep(TIMEOUT / 2)
+        finished.append(event.kind)
+
+    bus.subscribe(stubborn.handler)
+    bus.subscribe(slow_but_fine)
+    bus.emit(sample_events()[0])
+    try:
+        with anyio.fail_after(TIMEOUT + 3):
+            await bus.drain()
+            await bus.drain()
+    finally:
+        await stubborn.release()
+
+    assert finished == ["update_applied"]
+    stuck = bus_records(caplog, "event handler ignored its cancellation")
+    assert len(stuck) == 1
+    assert "Stubborn._swallowing" in stuck[0].getMessage()
+
+
+@pytest.mark.anyio
+async def test_aclose_waits_for_well_behaved_handlers_and_cancels_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Handlers that finish in time are awaited by ``aclose``, not cut short."""
+    bus = EventBus(handler_timeout=5)
+    finished: list[str] = []
+
+    async def slow(event: ScratchpadEvent) -> None:
+        await anyio.sleep(0.05)
+        finished.append(event.kind)
+
+    bus.subscribe(slow)
+    for event in sample_events():
+        bus.emit(event)
+    with anyio.fail_after(2):
+        await bus.aclose()
+
+    assert sorted(finished) == sorted(event.kind for event in sample_events())
+    assert bus_records(caplog, "event bus closed") == []
+
+
+@pytest.mark.anyio
+async def test_stream_ends_when_the_bus_closes() -> None:
+    """A consumer iterating ``bus.stream()`` gets the events sent so far and its loop ends
+    when the bus closes; a stream opened on a closed bus ends at once."""
+    bus = EventBus()
+    events = sample_events()
+    received: list[ScratchpadEvent] = []
+    ended = anyio.Event()
+    opened = anyio.Event()
+
+    async def consume() -> None:
+        async with bus.stream() as stream:
+            opened.set()
+            async for event in stream:
+                received.append(event)
+        ended.set()
+
+    with anyio.fail_after(3):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await opened.wait()
+            for event in events:
+                bus.emit(event)
+            await bus.aclose()
+    assert ended.is_set()
+    assert received == events  # what was buffered is still delivered, then the loop ends
+
+    with anyio.fail_after(1):
+        async with bus.stream() as late:
+            assert [event async for event in late] == []
+
+
+@pytest.mark.anyio
+async def test_emit_after_aclose_logs_and_calls_sync_handlers_but_starts_no_task(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After ``aclose`` the event is still logged and sync handlers still run inline, but no
+    async handler starts (nothing would bound it any more): its coroutine is closed unawaited
+    (no "never awaited" warning) and the skip is logged at debug level."""
+    caplog.set_level(logging.DEBUG, logger="noetic_scratchpad")
+    bus, seen = bus_with_async_and_sync_handlers()
+    await bus.aclose()
+
+    bus.emit(sample_events()[1])
+    await anyio.sleep(0.05)
+
+    assert seen == ["sync"]
+    assert not bus._running
+    assert [r.levelname for r in bus_records(caplog, "update_rejected")] == ["WARNING"]
+    (skipped,) = bus_records(caplog, "async event handler skipped: the bus is closed")
+    assert skipped.levelname == "DEBUG"
+
+
+def harness_with(events: EventBus | None = None) -> AgentHarness:
+    return AgentHarness(
+        "h", Agent(model=ScriptedModel([])), {}, [scratchpad()], "memory://", events=events
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["swallow", "shield"])
+async def test_harness_aclose_returns_despite_a_subscriber_that_ignores_cancellation(
+    how: str,
+) -> None:
+    """``harness.aclose()`` closes the harness's own bus, bounded by its handler_timeout: a
+    stuck subscriber cannot hang it, and the harness's streams end."""
+    harness = harness_with()
+    harness.events.handler_timeout = TIMEOUT
+    stubborn = Stubborn(how)
+    harness.events.subscribe(stubborn.handler)
+    ended = anyio.Event()
+
+    async def consume() -> None:
+        async with harness.events.stream() as stream:
+            async for _ in stream:
+                pass
+        ended.set()
+
+    try:
+        with anyio.fail_after(TIMEOUT + 3):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(consume)
+                await harness.update_state("scratchpad", {"a": 1}, thread_id="t")
+                await stubborn.started.wait()
+                await harness.aclose()
+    finally:
+        await stubborn.release()
+
+    assert ended.is_set()
+    assert harness.events.closed
+
+
+@pytest.mark.anyio
+async def test_harness_aclose_only_drains_a_bus_passed_in() -> None:
+    """A bus passed to the harness belongs to the caller: ``aclose`` drains it (bounded too)
+    but leaves it open, so its async subscribers keep working."""
+    bus = EventBus(handler_timeout=TIMEOUT)
+    harness = harness_with(bus)
+    stubborn = Stubborn("swallow")
+    unsubscribe = bus.subscribe(stubborn.handler)
+    try:
+        with anyio.fail_after(TIMEOUT + 3):
+            await harness.update_state("scratchpad", {"a": 1}, thread_id="t")
+            await harness.aclose()
+    finally:
+        await stubborn.release()
+    unsubscribe()
+
+    seen: list[str] = []
+
+    async def record(event: ScratchpadEvent) -> None:
+        seen.append(event.kind)
+
+    bus.subscribe(record)
+    bus.emit(sample_events()[0])
+    with anyio.fail_after(2):
+        await bus.drain()
+    assert not bus.closed
+    assert seen == ["update_applied"]
