@@ -14,6 +14,7 @@ from typing import Any
 __all__ = (
     "FORBIDDEN_KEYS",
     "MAX_DEPTH",
+    "SURROGATE_FIX",
     "InvalidValueError",
     "deep_merge",
     "merge_state",
@@ -33,11 +34,19 @@ MAX_DEPTH = 32
 PREVIOUS_TEXT_KEY = "_previous"
 
 
-class InvalidValueError(ValueError):
-    """A value cannot be stored as JSON. ``path`` says where, as ``$.a.b[2]``."""
+#: How to fix a string holding half of a UTF-16 surrogate pair.
+SURROGATE_FIX = (
+    "remove it, or write the character it was meant to be: the character itself, or both "
+    "halves of its surrogate pair (\\ud83d\\ude00 in JSON is one emoji)"
+)
 
-    def __init__(self, message: str, path: str) -> None:
-        super().__init__(f"{message} at {path}")
+
+class InvalidValueError(ValueError):
+    """A value cannot be stored as JSON. ``path`` says where, as ``$.a.b[2]``; ``fix``,
+    when given, says how to mend it."""
+
+    def __init__(self, message: str, path: str, *, fix: str = "") -> None:
+        super().__init__(f"{message} at {path}" + (f"; {fix}" if fix else ""))
         self.path = path
 
 
@@ -46,8 +55,10 @@ def to_json_value(value: Any, *, max_depth: int = MAX_DEPTH) -> Any:
 
     Tuples become lists, and subclasses of str, int and float their plain type. Raises
     :class:`InvalidValueError` for anything JSON cannot hold exactly: non-string keys, NaN
-    and infinities, bytes, sets, dates and other objects, cycles, and nesting deeper than
-    ``max_depth``.
+    and infinities, bytes, sets, dates and other objects, cycles, nesting deeper than
+    ``max_depth``, and strings or keys holding a lone surrogate (half of a UTF-16 pair, as
+    ``json.loads`` makes of the escape ``"\\ud800"``): that is not Unicode text, so no
+    store can hold it, and retrying never helps.
     """
     try:
         return _plain_copy(value, max_depth)
@@ -63,7 +74,12 @@ class _NotPlain(Exception):
 def _plain_copy(value: Any, depth_left: int) -> Any:
     """The common case, fast: exact JSON types only, no paths kept; else ``_NotPlain``."""
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
+    if kind is str:
+        # isascii() reads a flag; only other text is encoded to look for surrogates.
+        if not value.isascii() and _has_lone_surrogate(value):
+            raise _NotPlain
+        return value
+    if kind is int or kind is bool or value is None:
         return value
     if kind is float:
         if value - value != 0.0:  # NaN or an infinity
@@ -74,7 +90,7 @@ def _plain_copy(value: Any, depth_left: int) -> Any:
     if kind is dict:
         result: dict[str, Any] = {}
         for key, item in value.items():
-            if type(key) is not str:
+            if type(key) is not str or (not key.isascii() and _has_lone_surrogate(key)):
                 raise _NotPlain
             if key not in FORBIDDEN_KEYS:
                 result[key] = _plain_copy(item, depth_left - 1)
@@ -90,7 +106,9 @@ def _to_json(value: Any, path: str, depth: int, max_depth: int, seen: set[int]) 
     # Subclasses (enums, numpy.float64, ...) become the plain type: a store must hold JSON,
     # and orjson refuses float subclasses outright.
     if isinstance(value, str):
-        return value if type(value) is str else str.__str__(value)
+        text = value if type(value) is str else str.__str__(value)
+        _check_text(text, path, "the text")
+        return text
     if isinstance(value, int):
         return value if type(value) is int else int.__int__(value)
     if isinstance(value, float):
@@ -114,6 +132,7 @@ def _to_json(value: Any, path: str, depth: int, max_depth: int, seen: set[int]) 
                     )
                 if type(key) is not str:  # a StrEnum member: orjson refuses subclass keys
                     key = str.__str__(key)
+                _check_text(key, path, f"the key {_shown(key)}")
                 if key not in FORBIDDEN_KEYS:
                     result[key] = _to_json(item, f"{path}.{key}", depth + 1, max_depth, seen)
             return result
@@ -123,6 +142,36 @@ def _to_json(value: Any, path: str, depth: int, max_depth: int, seen: set[int]) 
         ]
     finally:
         seen.discard(id(value))
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a surrogate code point, which UTF-8 (and so JSON) cannot hold."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _check_text(text: str, path: str, what: str) -> None:
+    """Raise :class:`InvalidValueError` when ``text`` holds a lone surrogate."""
+    if text.isascii():
+        return
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        raise InvalidValueError(
+            f"{what} contains a lone surrogate U+{code:04X} (invalid Unicode: half of a "
+            "UTF-16 surrogate pair, which cannot be stored)",
+            path,
+            fix=SURROGATE_FIX,
+        ) from None
+
+
+def _shown(key: str, limit: int = 40) -> str:
+    """``key`` for a message: quoted, surrogates and other unprintables escaped, cut short."""
+    return repr(key) if len(key) <= limit else repr(key[:limit]) + "..."
 
 
 def strip_keys(value: Any, *, max_depth: int = MAX_DEPTH) -> Any:

@@ -1,4 +1,20 @@
-"""The ``<scratchpad>`` block a model sees: JSON body, escaping, token estimate, budget cut."""
+"""The ``<scratchpad>`` block a model sees: JSON body, escaping, token estimate, budget cut.
+
+Two escapes keep the body inside its block and on the lines it seems to be on:
+
+- a closing tag ``</scratchpad`` (any letter case) is written ``<\\/scratchpad``, which
+  JSON reads back as the same string, so the content can never close the block early;
+- the characters U+2028 (line separator), U+2029 (paragraph separator) and U+0085 (next
+  line, NEL), which some tokenizers, editors and JavaScript-based hosts treat as line
+  breaks while others do not, are written as the six-character escapes ``\\u2028``,
+  ``\\u2029`` and ``\\u0085``, as ``json.dumps`` with ``ensure_ascii=True`` writes them.
+  In an object state they only occur inside strings, so the body stays JSON that reads
+  back as the same state. A text state is shown the same way: the escape, not a newline,
+  so the hidden character becomes visible, and the text keeps the lines it has.
+
+Everything else in the body is ``json.dumps(state, indent=2, ensure_ascii=False)`` exactly,
+or the text itself.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +46,9 @@ Tokenizer = Callable[[str], int]
 
 # Matches a closing tag in any letter case; "<\/" keeps the body valid JSON ("\/" is "/").
 _CLOSING = re.compile(r"</(scratchpad)", re.IGNORECASE)
+
+# Line breaks to some readers and not to others: shown as their JSON escapes.
+_SEPARATORS = {0x2028: "\\u2028", 0x2029: "\\u2029", 0x85: "\\u0085"}
 
 
 def estimate_tokens(text: str) -> int:
@@ -75,8 +94,13 @@ def dumps_pretty(state: Mapping[str, Any], *, has_floats: bool | None = None) ->
 
 
 def render_body(state: str | Mapping[str, Any], *, has_floats: bool | None = None) -> str:
-    """The text between the tags, escaped so it can never close the block early."""
+    """The text between the tags, escaped so it can never close the block early and
+    shows line and paragraph separators (U+2028, U+2029, U+0085) as ``\\u2028``-style
+    escapes (see the module's docstring)."""
     body = state if isinstance(state, str) else dumps_pretty(state, has_floats=has_floats)
+    # Each test is a memchr (or nothing, when the text cannot hold the character).
+    if "\u2028" in body or "\u2029" in body or "\x85" in body:
+        body = body.translate(_SEPARATORS)
     # "<" alone is a memchr; CPython searches "</" some 70x slower on a 7 KB body.
     return _CLOSING.sub(r"<\\/\1", body) if "<" in body else body
 

@@ -13,6 +13,7 @@ import pytest
 from noetic_scratchpad.merge import (
     FORBIDDEN_KEYS,
     MAX_DEPTH,
+    SURROGATE_FIX,
     InvalidValueError,
     deep_merge,
     merge_state,
@@ -289,3 +290,37 @@ def test_to_json_value_turns_scalar_subclasses_into_plain_types() -> None:
     assert [type(result["r"]), type(result["c"]), type(result["l"][0])] == [float, str, int]
     assert type(result["b"]) is bool
     assert [type(key) for key in result] == [str] * 5
+
+
+@pytest.mark.parametrize(
+    ("value", "path", "what", "code"),
+    [
+        ({"a": "\ud800"}, "$.a", "the text", "D800"),
+        ({"a": ["ok", {"b": "x\udfffy"}]}, "$.a[1].b", "the text", "DFFF"),
+        ({"a": {"k\udc00": 1}}, "$.a", "the key 'k\\udc00'", "DC00"),
+        ({"a": [{"\ud83d": 1}]}, "$.a[0]", "the key '\\ud83d'", "D83D"),
+        ({"a": Colour("red"), "b": type("S", (str,), {})("\ud800")}, "$.b", "the text", "D800"),
+        ({"a": (("\udbff",),)}, "$.a[0][0]", "the text", "DBFF"),
+    ],
+)
+def test_to_json_value_rejects_lone_surrogates_at_any_depth(
+    value: Any, path: str, what: str, code: str
+) -> None:
+    """A string or key holding half of a UTF-16 surrogate pair is not storable text: it is
+    refused where it is, saying so and how to fix it, in a message that itself holds none."""
+    with pytest.raises(InvalidValueError) as info:
+        to_json_value(value)
+
+    assert info.value.path == path
+    assert str(info.value) == (
+        f"{what} contains a lone surrogate U+{code} (invalid Unicode: half of a UTF-16 "
+        f"surrogate pair, which cannot be stored) at {path}; {SURROGATE_FIX}"
+    )
+    str(info.value).encode()
+
+
+def test_to_json_value_keeps_whole_pairs_and_other_text() -> None:
+    """Characters beyond U+FFFF (a surrogate pair in UTF-16) and any other text pass."""
+    value = {"mood": "\U0001f600", "ログイン": ["café", "\ue000", "\uffff"]}
+
+    assert to_json_value(value) == value

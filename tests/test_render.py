@@ -31,11 +31,11 @@ def test_string_body_is_the_text_itself() -> None:
 
 
 def test_object_body_is_json_dumps_indent_2_without_ascii_escapes() -> None:
-    """An object renders as ``json.dumps(state, indent=2, ensure_ascii=False)`` exactly."""
-    assert render_body(REALISTIC) == json.dumps(REALISTIC, indent=2, ensure_ascii=False)
-    assert render_block(REALISTIC) == (
-        "<scratchpad>\n" + json.dumps(REALISTIC, indent=2, ensure_ascii=False) + "\n</scratchpad>"
-    )
+    """An object renders as ``json.dumps(state, indent=2, ensure_ascii=False)`` exactly,
+    but for the line separators, escaped as ``ensure_ascii=True`` would write them."""
+    expected = json.dumps(REALISTIC, indent=2, ensure_ascii=False).replace("\u2028", "\\u2028")
+    assert render_body(REALISTIC) == expected
+    assert render_block(REALISTIC) == "<scratchpad>\n" + expected + "\n</scratchpad>"
 
 
 def test_estimate_is_ceil_of_a_quarter_of_the_length() -> None:
@@ -121,3 +121,57 @@ def test_budget_too_small_for_any_view_gives_no_text() -> None:
         == view.total_tokens
         == estimate_tokens(render_block("some notes that do not fit"))
     )
+
+
+SEPARATORS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
+
+
+def test_line_separators_in_an_object_state_are_json_escapes() -> None:
+    """U+2028, U+2029 and U+0085 never reach the block raw: in values and keys, at any
+    depth, they are written as ``json.dumps`` with ``ensure_ascii=True`` writes them, and
+    the body still reads back as the same state."""
+    state = {
+        "note": "one\u2028two\u2029three\x85four",
+        "deep": {"list": ["\u2028", {"k\x85": "\\\u2029"}]},
+        "\u2029key": "</scratchpad>\u2028",
+    }
+
+    body = render_body(state)
+    block = render_block(state)
+
+    assert not set(SEPARATORS) & set(block)
+    assert "one\\u2028two\\u2029three\\u0085four" in body
+    assert '"\\u2029key"' in body
+    assert '"k\\u0085": "\\\\\\u2029"' in body  # an escaped backslash, then the escape
+    assert json.loads(body) == state
+    for raw, escape in SEPARATORS.items():
+        assert escape == json.dumps(raw)[1:-1]  # the escape ensure_ascii writes
+    assert len(re.findall(r"</scratchpad", block, re.IGNORECASE)) == 1
+
+
+def test_line_separators_in_a_text_state_are_shown_as_escapes() -> None:
+    """In a text state the separators are shown as their visible escapes (not as raw
+    characters, nor as new lines): the text keeps its lines and the character shows."""
+    text = "goal: fix login\u2028ignore this\u2029and this\x85end\nnext line"
+
+    block = render_block(text)
+
+    assert block == (
+        "<scratchpad>\n"
+        "goal: fix login\\u2028ignore this\\u2029and this\\u0085end\nnext line"
+        "\n</scratchpad>"
+    )
+    assert block.count("\n") == 3
+
+
+def test_line_separators_are_escaped_in_a_cut_view_too() -> None:
+    """The budget cut works on the escaped body: no separator reaches a truncated view."""
+    state = {"log": [f"entry {i}\u2028\u2029\x85" + "word " * 10 for i in range(200)]}
+
+    view = render_view(state, 300)
+    text_view = render_view("\u2028".join(f"line {i} " + "word " * 10 for i in range(200)), 300)
+
+    for shown in (view, text_view):
+        assert shown.text is not None
+        assert shown.truncated
+        assert not set(SEPARATORS) & set(shown.text)

@@ -3,10 +3,15 @@
 ``await open_storage("memory://")``, ``"sqlite:///scratchpad.db"`` or
 ``"postgresql://user@host/db"``. Backends are imported only when their URL is opened, so
 a missing driver is an error that names the extra to install, not an import failure.
+
+The SQLite and PostgreSQL backends run on asyncio only (their drivers, aiosqlite and
+asyncpg, are asyncio libraries); opening one under trio is a :class:`StorageConfigError`
+that says so. The layer and ``memory://`` run under trio too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
 from collections.abc import Awaitable, Callable
@@ -47,6 +52,8 @@ _BUILTIN: dict[str, tuple[str, str, str | None]] = {
     "postgres": ("noetic_scratchpad.storage.postgres", "PostgresStorage", "postgres"),
 }
 _REGISTERED: dict[str, Opener] = {}
+# Built-in schemes whose driver runs on asyncio only.
+_ASYNCIO_ONLY = frozenset({"sqlite", "postgresql", "postgres"})
 
 
 def register_backend(scheme: str, opener: Opener) -> None:
@@ -62,8 +69,9 @@ def resolve_storage_url(url: str | None = None, *, default: str = DEFAULT_URL) -
 async def open_storage(url: str | None = None, **options: Any) -> StorageBackend:
     """Open the backend for ``url`` (see :func:`resolve_storage_url` for the default).
 
-    Raises :class:`StorageConfigError` for an unknown scheme, a bad path or option, or a
-    driver that is not installed; the message says how to fix it.
+    Raises :class:`StorageConfigError` for an unknown scheme, a bad path or option, a
+    driver that is not installed, or an asyncio-only backend (SQLite, PostgreSQL) opened
+    under another async library such as trio; the message says how to fix it.
     """
     resolved = resolve_storage_url(url)
     scheme = urlsplit(resolved).scheme.lower()
@@ -80,6 +88,8 @@ async def open_storage(url: str | None = None, **options: Any) -> StorageBackend
             f"unknown storage scheme {scheme!r} in {resolved!r}; known schemes: {known} "
             "(or register one with noetic_scratchpad.storage.register_backend)"
         )
+    if scheme in _ASYNCIO_ONLY:
+        _require_asyncio(scheme)
     module_name, class_name, extra = _BUILTIN[scheme]
     try:
         module = importlib.import_module(module_name)
@@ -91,3 +101,36 @@ async def open_storage(url: str | None = None, **options: Any) -> StorageBackend
         ) from exc
     backend: StorageBackend = await getattr(module, class_name).open(resolved, **options)
     return backend
+
+
+def _require_asyncio(scheme: str) -> None:
+    """Raise :class:`StorageConfigError` when the running async library is not asyncio."""
+    library = _running_async_library()
+    if library is None or library == "asyncio":
+        # No library detected (a coroutine driven by hand): let the backend try.
+        return
+    kind = "SQLite" if scheme == "sqlite" else "PostgreSQL"
+    raise StorageConfigError(
+        f"the {kind} storage backend ({scheme}://) runs on asyncio only, and this code runs "
+        f"under {library}. The scratchpad layer and memory:// storage also run under "
+        f"{library}, but {kind} needs asyncio: run the application under asyncio "
+        '(asyncio.run(main()), or anyio.run(main, backend="asyncio")), or use memory:// '
+        "(kept in memory, not persisted) under " + library
+    )
+
+
+def _running_async_library() -> str | None:
+    """The name of the async library running the current task (``"asyncio"``,
+    ``"trio"``...), or ``None`` when none is detected."""
+    try:
+        import sniffio
+    except ImportError:  # anyio does not need it; trio does, so this is asyncio or nothing
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return "asyncio"
+    try:
+        return sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return None

@@ -19,6 +19,15 @@ URL options (also keyword arguments of :meth:`PostgresStorage.open`, which win):
 ``max_size``), ``min_size`` and ``max_size``. They are removed before the URL goes to
 asyncpg; every other parameter (``sslmode``, ``application_name``, a server setting such
 as ``lock_timeout``) passes through.
+
+Messages, logs and ``repr`` show the URL with its secrets replaced by ``***``: the password
+of ``user:password@``, and the query parameters ``password`` and ``sslpassword``.
+
+An existing table is used only if it has the columns this backend writes (``key`` text
+with a unique index, ``value`` jsonb, ``updated_at`` timestamptz); a table of another shape
+is refused when the storage opens, not at its first write. A key is the table's primary key,
+and PostgreSQL's btree index holds at most 2,704 bytes a row (keys are compressed first,
+so a repetitive key may be longer): a longer key is refused with ``ValueError``.
 """
 
 from __future__ import annotations
@@ -28,9 +37,9 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit, urlunsplit
 
 import anyio
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
@@ -53,6 +62,16 @@ DEFAULT_MAX_SIZE = 10
 
 _SCHEMES = ("postgresql", "postgres")
 _OUR_PARAMS = ("table", "pool_size", "min_size", "max_size")
+# Query parameters whose value is a secret (libpq's and asyncpg's names; passfile is a path).
+_SECRET_PARAMS = frozenset({"password", "sslpassword"})
+_REDACTED = "***"
+_SHORTEST_SECRET = 4  # shorter ones are not searched for in error texts: too many false hits
+# What this backend reads and writes: (column, type as format_type() names it).
+_COLUMNS = (("key", "text"), ("value", "jsonb"), ("updated_at", "timestamp with time zone"))
+# PostgreSQL's largest btree index row (PostgreSQL 12+, 8 KB pages), for messages.
+_MAX_INDEX_ROW = 2704
+_INDEX_ROW_LIMIT = re.compile(r"index row (?:size \d+ exceeds .*?maximum (\d+)|requires)")
+_SHOWN_KEY_CHARS = 60
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1; longer names are silently cut
 # A JSON string escape of U+0000 (after an even number of backslashes): jsonb refuses it.
@@ -90,18 +109,30 @@ _CONNECTION_LOST = (
 class PostgresSettings:
     """What :func:`parse_postgres_url` makes of a URL and the keyword options."""
 
-    dsn: str
-    """The URL for asyncpg, without this backend's own query parameters."""
+    dsn: str = field(repr=False)
+    """The URL for asyncpg, without this backend's own query parameters (and with its
+    password: never shown; see ``display``)."""
     table: str
     """The table name as given (``name`` or ``schema.name``), validated."""
     min_size: int
     max_size: int
     display: str
     """The URL without its password, for messages and logs."""
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """The URL's passwords as written and decoded, to scrub from driver error texts."""
 
     @property
     def quoted_table(self) -> str:
         return ".".join(f'"{part}"' for part in self.table.split("."))
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the URL and every password in it replaced by their redacted form."""
+        if self.dsn in text:
+            text = text.replace(self.dsn, self.display)
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, _REDACTED)
+        return text
 
 
 def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
@@ -152,7 +183,7 @@ def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
             "lower min_size or raise pool_size"
         )
     dsn = urlunsplit(parts._replace(query="&".join(passed)))
-    return PostgresSettings(dsn, table, min_size, max_size, _redact(dsn))
+    return PostgresSettings(dsn, table, min_size, max_size, _redact(dsn), _secrets(url))
 
 
 class PostgresStorage(StorageBackend):
@@ -250,7 +281,7 @@ class PostgresStorage(StorageBackend):
             )
         except TypeError as exc:
             raise StorageConfigError(
-                f"bad connection option for {settings.display!r}: {exc}"
+                f"bad connection option for {settings.display!r}: {settings.scrub(str(exc))}"
             ) from exc
         except (
             asyncpg.InvalidCatalogNameError,
@@ -258,14 +289,15 @@ class PostgresStorage(StorageBackend):
             asyncpg.InvalidPasswordError,
         ) as exc:
             raise StorageConfigError(
-                f"PostgreSQL at {settings.display!r} refused the connection: {exc}; "
-                "check the database name, user and password in the URL"
+                f"PostgreSQL at {settings.display!r} refused the connection: "
+                f"{settings.scrub(str(exc))}; check the database name, user and password in "
+                "the URL"
             ) from exc
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise StorageError(
                 f"cannot connect to PostgreSQL at {settings.display!r} "
-                f"({type(exc).__name__}: {exc}); check that the server is running and "
-                "that the URL's host and port are right"
+                f"({type(exc).__name__}: {settings.scrub(str(exc))}); check that the server "
+                "is running and that the URL's host and port are right"
             ) from exc
         storage = cls(pool, settings, max_batch=max_batch)
         try:
@@ -277,17 +309,49 @@ class PostgresStorage(StorageBackend):
 
     async def _create_table(self) -> None:
         async with self._connection("create the table") as conn:
-            if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", self._table_ref):
-                return  # exists: needs no CREATE privilege, takes no lock
-            async with conn.transaction():
-                # Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog;
-                # servers starting together take turns instead.
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-                    _DDL_LOCK_CLASS,
-                    self._table_ref,
-                )
-                await conn.execute(self._sql_create)
+            if not await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", self._table_ref):
+                # (An existing table needs no CREATE privilege and takes no lock.)
+                async with conn.transaction():
+                    # Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog;
+                    # servers starting together take turns instead.
+                    await conn.execute(
+                        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+                        _DDL_LOCK_CLASS,
+                        self._table_ref,
+                    )
+                    await conn.execute(self._sql_create)
+            columns = await conn.fetch(_SQL_COLUMNS, self._table_ref)
+            key_is_unique = await conn.fetchval(_SQL_KEY_IS_UNIQUE, self._table_ref)
+        self._check_shape(columns, bool(key_is_unique))
+
+    def _check_shape(self, columns: Iterable[asyncpg.Record], key_is_unique: bool) -> None:
+        """Raise :class:`StorageConfigError` unless the table has the columns this backend
+        reads and writes, a unique index on ``key``, and no other column a write would
+        have to fill."""
+        found = {row["name"]: row for row in columns}
+        problems = [
+            f"{name} is missing" if name not in found else f"{name} is {found[name]['type']}"
+            for name, kind in _COLUMNS
+            if name not in found or found[name]["type"] != kind
+        ]
+        if "key" in found and not key_is_unique:
+            problems.append("key has no unique index (such as a primary key)")
+        problems.extend(
+            f"{name} is NOT NULL without a default, and this backend never writes it"
+            for name, row in found.items()
+            if name not in ("key", "value") and row["required"]
+        )
+        if not problems:
+            return
+        shown = ", ".join(f"{name} {row['type']}" for name, row in found.items()) or "none"
+        raise StorageConfigError(
+            f"the table {self.settings.table!r} at {self.settings.display!r} exists but is not "
+            f"a scratchpad table: its columns are ({shown}), and {'; '.join(problems)}. This "
+            "backend needs (key text PRIMARY KEY, value jsonb NOT NULL, updated_at timestamptz "
+            "NOT NULL DEFAULT now()). Choose another table with ?table=name in the URL (or "
+            f"the table= option), or, if its rows are not needed, DROP TABLE {self._table_ref} "
+            "so that it is created again with these columns"
+        )
 
     @property
     def _table_ref(self) -> str:
@@ -356,6 +420,7 @@ class PostgresStorage(StorageBackend):
             return
         self._closed = True
         with anyio.move_on_after(_CLOSE_TIMEOUT) as scope:
+            await self._batcher.wait_idle()  # writes already queued still commit
             await self._pool.close()
         if scope.cancelled_caught:
             self._pool.terminate()
@@ -448,7 +513,7 @@ class PostgresStorage(StorageBackend):
         """A pool connection; driver and network failures become :class:`StorageError`
         whose message ends with ``outcome``: what a failure means for the stored data."""
         self._check_open()
-        what = action if key is None else f"{action} of {key!r}"
+        what = action if key is None else f"{action} of {_shown_key(key)}"
         try:
             conn = await self._pool.acquire()
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
@@ -463,6 +528,8 @@ class PostgresStorage(StorageBackend):
             ) from exc
         except asyncpg.DataError as exc:  # SQLSTATE class 22, e.g. a NUL in a key
             raise ValueError(f"PostgreSQL refused the key or value of {what}: {exc}") from exc
+        except asyncpg.ProgramLimitExceededError as exc:  # SQLSTATE class 54: never retry
+            raise self._too_big(action, key, exc) from exc
         except asyncpg.InterfaceError as exc:
             if isinstance(exc, ValueError):  # asyncpg could not encode an argument
                 raise ValueError(f"cannot send the arguments of {what}: {exc}") from exc
@@ -483,8 +550,29 @@ class PostgresStorage(StorageBackend):
     ) -> StorageError:
         return kind(
             f"PostgreSQL {what} in {self.settings.table!r} at {self.settings.display!r} "
-            f"failed ({type(exc).__name__}: {exc}); {outcome}. Check that the server is "
-            "reachable; the pool reconnects on the next call"
+            f"failed ({type(exc).__name__}: {self.settings.scrub(str(exc))}); {outcome}. "
+            "Check that the server is reachable; the pool reconnects on the next call"
+        )
+
+    def _too_big(self, action: str, key: str | None, exc: BaseException) -> ValueError:
+        """A key or value past a fixed limit of PostgreSQL: retrying can never help."""
+        what = action if key is None else f"{action} of {_shown_key(key)}"
+        text = str(exc).split("\n", 1)[0]
+        limit = _INDEX_ROW_LIMIT.search(text)
+        if limit is None or key is None:
+            return ValueError(
+                f"PostgreSQL refused the key or value of {what} in {self.settings.table!r} as "
+                f"past one of its limits ({type(exc).__name__}: {text}); nothing was written. "
+                "Use a smaller key or value"
+            )
+        maximum = int(limit[1]) if limit[1] else _MAX_INDEX_ROW
+        size = len(key.encode(errors="replace"))
+        return ValueError(
+            f"the key {_shown_key(key)} is too long for PostgreSQL's index on the key column "
+            f"of {self.settings.table!r}: an index row holds at most {maximum:,} bytes, so a "
+            f"key can have at most about {maximum - 8:,} bytes of UTF-8 text (more only if it "
+            f"compresses well), and this one has {size:,}; nothing was written. Use a shorter "
+            f"key, such as a hash of the long one (PostgreSQL said: {text})"
         )
 
 
@@ -613,10 +701,61 @@ def _size(options: Mapping[str, Any], name: str, *, minimum: int) -> int | None:
     return value
 
 
+_SQL_COLUMNS = (
+    "SELECT attname AS name, format_type(atttypid, atttypmod) AS type, "
+    "attnotnull AND NOT atthasdef AND attidentity = '' AND attgenerated = '' AS required "
+    "FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped "
+    "ORDER BY attnum"
+)
+# What ON CONFLICT (key) needs: a unique index on key alone, neither partial nor on an
+# expression.
+_SQL_KEY_IS_UNIQUE = (
+    "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a "
+    "ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] "
+    "WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indnkeyatts = 1 "
+    "AND i.indpred IS NULL AND i.indexprs IS NULL AND a.attname = 'key')"
+)
+
+
+def _shown_key(key: str) -> str:
+    """``key`` for a message: its ``repr``, cut short when the key is long."""
+    if len(key) <= _SHOWN_KEY_CHARS:
+        return repr(key)
+    return f"{key[:_SHOWN_KEY_CHARS]!r}... ({len(key):,} characters)"
+
+
 def _redact(url: str) -> str:
+    """``url`` with its secrets replaced by ``***``: the password of ``user:password@``
+    and the values of the query parameters ``password`` and ``sslpassword``."""
     parts = urlsplit(url)
     userinfo, at, hostinfo = parts.netloc.rpartition("@")
     if at and ":" in userinfo:
         user = userinfo.split(":", 1)[0]
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
-    return url
+        parts = parts._replace(netloc=f"{user}:{_REDACTED}@{hostinfo}")
+    if parts.query:
+        segments = [
+            f"{segment.split('=', 1)[0]}={_REDACTED}" if _is_secret(segment) else segment
+            for segment in parts.query.split("&")
+        ]
+        parts = parts._replace(query="&".join(segments))
+    return urlunsplit(parts)
+
+
+def _is_secret(segment: str) -> bool:
+    """Whether the query segment ``name=value`` gives a password (the name decoded)."""
+    return unquote_plus(segment.split("=", 1)[0]).strip().lower() in _SECRET_PARAMS
+
+
+def _secrets(url: str) -> tuple[str, ...]:
+    """The passwords in ``url``, as written and decoded, longest first."""
+    parts = urlsplit(url)
+    found: set[str] = set()
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    if at and ":" in userinfo:
+        password = userinfo.split(":", 1)[1]
+        found.update((password, unquote(password)))
+    for segment in parts.query.split("&"):
+        if _is_secret(segment):
+            value = segment.partition("=")[2]
+            found.update((value, unquote_plus(value)))
+    return tuple(sorted((s for s in found if len(s) >= _SHORTEST_SECRET), key=len, reverse=True))

@@ -267,3 +267,104 @@ async def test_float_subclass_and_enum_values_are_stored_as_plain_json(bind: Bin
 
     assert await scope.stored_bytes() == b'{"ratio":0.25,"level":3}'
     assert [type(value) for value in scope.handle.state.values()] == [float, int]  # type: ignore[union-attr]
+
+
+# -- lone surrogates: invalid Unicode that no storage can hold ------------------------------
+
+# (case id, a Python value handed to update(), where the message must say it is)
+SURROGATE_VALUES: list[tuple[str, Any, str]] = [
+    ("value", {"goal": "\ud800"}, "$.goal"),
+    ("low-half-in-text", {"goal": "fix \udfff login"}, "$.goal"),
+    ("deep-value", {"a": {"b": ["ok", "x\udc00"]}}, "$.a.b[1]"),
+    ("key", {"go\ud800al": 1}, "the key 'go\\ud800al'"),
+    ("deep-key", {"a": [{"\udbff": 1}]}, "$.a[0]"),
+    ("str-subclass", {"goal": type("Text", (str,), {})("\ud800")}, "$.goal"),
+]
+
+# (case id, tool-call arguments as the model writes them: JSON escapes of one half of a pair)
+SURROGATE_TEXTS: list[tuple[str, str]] = [
+    ("value", '{"goal": "\\ud800"}'),
+    ("low-half", '{"goal": "done \\ude00"}'),
+    ("deep-value", '{"a": {"b": ["\\ud83d"]}}'),
+    ("key", '{"\\ud800": "x"}'),
+    ("raw-character", '{"goal": "\ud800"}'),  # the character itself, as a Python str holds it
+]
+
+
+def assert_names_a_lone_surrogate(message: str) -> None:
+    assert "lone surrogate" in message
+    assert "invalid Unicode" in message
+    assert "remove it" in message  # how to fix it
+    assert "try again later" not in message.lower()
+    message.encode()  # the message itself holds no lone surrogate: it can be logged
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("values", "where"), [c[1:] for c in SURROGATE_VALUES], ids=[c[0] for c in SURROGATE_VALUES]
+)
+async def test_lone_surrogate_from_code_is_malformed_not_a_storage_failure(
+    bind: Bind, values: Any, where: str
+) -> None:
+    """A lone surrogate in a string or key, at any depth, is refused before storage as
+    ``malformed`` (never ``storage`` with "try again later": retrying cannot help), with a
+    message saying what is wrong, where, and how to fix it; nothing is written."""
+    scope = await bound_with_prior(bind)
+    before = await scope.stored_bytes()
+
+    with (
+        capture_events(scope.ctx.events) as events,
+        anyio.fail_after(10),
+        pytest.raises(ScratchpadUpdateError) as info,
+    ):
+        await scope.handle.update(values)
+
+    assert type(info.value) is ScratchpadUpdateError
+    assert info.value.reason == "malformed"
+    assert_names_a_lone_surrogate(info.value.message)
+    assert where in info.value.message
+    assert await scope.stored_bytes() == before
+    assert scope.handle.snapshot == PRIOR
+    assert [(e.hook, e.reason, e.message) for e in events.of(UpdateRejected)] == [
+        ("api", "malformed", info.value.message)
+    ]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "arguments", [c[1] for c in SURROGATE_TEXTS], ids=[c[0] for c in SURROGATE_TEXTS]
+)
+async def test_lone_surrogate_in_tool_arguments_is_malformed(bind: Bind, arguments: str) -> None:
+    """Tool arguments whose JSON escapes half a surrogate pair are refused as ``malformed``
+    on the tool path and dropped as ``malformed`` by the store hook; nothing is written."""
+    scope = await bound_with_prior(bind)
+    before = await scope.stored_bytes()
+
+    with (
+        capture_events(scope.ctx.events) as events,
+        anyio.fail_after(10),
+        pytest.raises(ScratchpadUpdateError) as info,
+    ):
+        await scope.handle.call("update", arguments, call_id="tool")
+    item = FunctionCall(call_id="store", name="scratchpad/update", arguments=arguments)
+    with capture_events(scope.ctx.events) as stored_events, anyio.fail_after(10):
+        result = await scope.layer.hooks.store(new_items=[item], state=PRIOR, ctx=scope.ctx)
+
+    assert info.value.reason == "malformed"
+    assert_names_a_lone_surrogate(info.value.message)
+    assert result is None
+    assert await scope.stored_bytes() == before
+    assert [(e.hook, e.reason) for e in events.of(UpdateRejected)] == [("tool", "malformed")]
+    assert [(e.hook, e.reason) for e in stored_events.of(UpdateRejected)] == [
+        ("store", "malformed")
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_whole_surrogate_pair_is_one_character_and_is_stored(bind: Bind) -> None:
+    """Both halves of a pair, escaped in JSON, are the character they encode: accepted."""
+    scope = await bind(scratchpad())
+
+    await scope.handle.call("update", '{"mood": "\\ud83d\\ude00"}', call_id="ok")
+
+    assert await scope.stored() == {"mood": "\U0001f600"}

@@ -136,6 +136,68 @@ async def test_unreachable_server_is_a_storage_error() -> None:
     assert "pw@" not in str(info.value)
 
 
+def test_display_redacts_password_query_parameters() -> None:
+    """The display form (messages, logs, repr) replaces every password by ``***``: the
+    one of ``user:password@`` and the query parameters ``password`` and ``sslpassword``,
+    whatever the case or percent-encoding of their names; ``passfile`` (a path) and the
+    other parameters are kept. asyncpg still gets the passwords."""
+    pg = _postgres_module()
+    settings = pg.parse_postgres_url(
+        "postgresql://app:s3cret@db.example:5432/prod?sslmode=require&password=hunter2"
+        "&sslpassword=k3y%2Fpass&passfile=/home/app/.pgpass&PassWord=hunter3"
+        "&pass%77ord=hunter4&table=notes"
+    )
+
+    assert settings.display == (
+        "postgresql://app:***@db.example:5432/prod?sslmode=require&password=***"
+        "&sslpassword=***&passfile=/home/app/.pgpass&PassWord=***&pass%77ord=***"
+    )
+    assert "password=hunter2" in settings.dsn
+    assert "sslpassword=k3y%2Fpass" in settings.dsn
+    for secret in ("s3cret", "hunter2", "k3y", "hunter3", "hunter4"):
+        assert secret not in repr(settings)
+    assert pg.parse_postgres_url("postgresql://u@h/db?password=").display == (
+        "postgresql://u@h/db?password=***"
+    )
+
+
+@pytest.mark.asyncio
+async def test_password_query_parameter_never_shown_when_the_server_is_unreachable() -> None:
+    """A ``?password=`` in the URL of a server that does not answer is not in the error's
+    message nor in its repr."""
+    _postgres_module()
+    with pytest.raises(StorageError, match="cannot connect to PostgreSQL") as info:
+        await open_storage("postgresql://postgres@127.0.0.1:1/test?password=hunter2")
+
+    assert "hunter2" not in str(info.value)
+    assert "hunter2" not in repr(info.value)
+    assert "postgresql://postgres@127.0.0.1:1/test?password=***" in str(info.value)
+
+
+@pytest.mark.asyncio
+async def test_driver_error_texts_are_scrubbed_of_passwords(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Should the driver's own error text echo the URL or a password, the message shows
+    the redacted form instead."""
+    pg = _postgres_module()
+    url = "postgresql://app:s3cr%40t@127.0.0.1:1/test?password=hunter2&sslpassword=k3y-k3y"
+
+    async def failing_pool(dsn: str, **_: Any) -> Any:
+        raise OSError(f"cannot use {dsn} (password hunter2, s3cr@t, k3y-k3y)")
+
+    monkeypatch.setattr(pg.asyncpg, "create_pool", failing_pool)
+    with pytest.raises(StorageError) as info:
+        await open_storage(url)
+
+    message = str(info.value)
+    for secret in ("hunter2", "s3cr%40t", "s3cr@t", "k3y-k3y"):
+        assert secret not in message
+    assert "cannot use postgresql://app:***@127.0.0.1:1/test?password=***&sslpassword=***" in (
+        message
+    )
+
+
 # -- against the server -----------------------------------------------------------------
 
 
@@ -320,7 +382,7 @@ async def test_four_processes_with_own_pools_lose_no_update(server: Server) -> N
     assert sizes == list(range(1, processes * writes + 1))
 
     async with await open_storage(server.url) as storage:
-        state = await storage.get("layers/scratchpad/race-thread/state")
+        state = await storage.get("scopes/scratchpad/thread/race-thread/state")
     assert state == {f"p{i}_{n}": n for i in range(processes) for n in range(writes)}
 
 
@@ -651,3 +713,125 @@ async def _backend_pids(server: Server) -> list[int]:
     finally:
         await conn.close()
     return [row["pid"] for row in rows]
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_repr_of_an_open_storage_hides_a_password_query_parameter(server: Server) -> None:
+    """The repr of storage opened with ``?password=`` (the test server trusts any) shows
+    ``password=***``."""
+    async with await open_storage(f"{server.url}&password=hunter2") as storage:
+        assert "hunter2" not in repr(storage)
+        assert "password=***" in repr(storage)
+        assert "hunter2" not in repr(storage.settings)  # type: ignore[attr-defined]
+
+
+def incompressible_key(size: int) -> str:
+    """Letters in no pattern PostgreSQL's compression could shorten."""
+    import random
+
+    rng = random.Random(size)
+    return "".join(
+        rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(size)
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [3_000, 10_000])
+async def test_key_too_long_for_the_index_is_a_value_error(server: Server, size: int) -> None:
+    """A key past the btree index's row limit (2,704 bytes, SQLSTATE 54000) is a ValueError
+    for set and update that says so, gives the limit and says nothing was written; it does
+    not ask to retry or to check the server, and the message does not repeat the whole key."""
+    key = incompressible_key(size)
+    async with await open_storage(server.url) as storage:
+        await storage.set("other", 1)
+        for write in (lambda: storage.set(key, 1), lambda: storage.update(key, lambda cur: 1)):
+            with pytest.raises(ValueError, match="too long for PostgreSQL's index") as info:
+                await write()
+            message = str(info.value)
+            assert not isinstance(info.value, StorageError)
+            assert "at most 2,704 bytes" in message
+            assert f"this one has {size:,}" in message
+            assert "nothing was written" in message
+            assert "retry" not in message
+            assert "again" not in message
+            assert "reachable" not in message
+            assert key not in message
+        assert await storage.list() == ["other"]
+        assert await storage.get(key) is None
+        await storage.set(key[:2_000], 2)  # a key under the limit is fine
+        assert await storage.get(key[:2_000]) == 2
+
+
+#: (case id, the table as someone else made it, words the message must contain)
+OTHER_SHAPES: list[tuple[str, str, list[str]]] = [
+    ("unrelated", "(id int)", ["columns are (id integer)", "key is missing", "value is missing"]),
+    ("no-columns", "()", ["columns are (none)", "key is missing"]),
+    (
+        "json-not-jsonb",
+        "(key text PRIMARY KEY, value json NOT NULL, updated_at timestamptz DEFAULT now())",
+        ["value is json"],
+    ),
+    (
+        "no-updated-at",
+        "(key text PRIMARY KEY, value jsonb NOT NULL)",
+        ["updated_at is missing"],
+    ),
+    (
+        "key-not-unique",
+        "(key text, value jsonb, updated_at timestamptz DEFAULT now())",
+        ["key has no unique index"],
+    ),
+    (
+        "required-extra-column",
+        "(key text PRIMARY KEY, value jsonb, updated_at timestamptz DEFAULT now(), "
+        "owner text NOT NULL)",
+        ["owner is NOT NULL without a default"],
+    ),
+]
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("columns", "words"), [c[1:] for c in OTHER_SHAPES], ids=[c[0] for c in OTHER_SHAPES]
+)
+async def test_existing_table_of_another_shape_is_refused_at_open(
+    server: Server, columns: str, words: list[str]
+) -> None:
+    """A table of the chosen name that lacks the columns this backend writes is refused by
+    open_storage with a StorageConfigError naming the table, its columns and the fix; the
+    table is left alone and the pool is closed."""
+    await server.execute(f"CREATE TABLE {server.table} {columns}")
+
+    with pytest.raises(StorageConfigError) as info:
+        await open_storage(server.url)
+
+    message = str(info.value)
+    assert f"the table {server.settings.table!r}" in message
+    assert "is not a scratchpad table" in message
+    for word in words:
+        assert word in message
+    assert "?table=" in message
+    assert f"DROP TABLE {server.table}" in message
+    assert await server.scalar(f"SELECT count(*) FROM {server.table}") == 0
+    await wait_until(lambda: _no_connections(server), "the pool's connections to close")
+
+
+async def _no_connections(server: Server) -> bool:
+    return await server.backend_connections() == 0
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_existing_table_made_by_hand_with_the_columns_is_used(server: Server) -> None:
+    """A table made by hand with the needed columns (a unique index instead of a primary
+    key, an extra column that may be null) is accepted and used."""
+    await server.execute(
+        f"CREATE TABLE {server.table} (key text NOT NULL UNIQUE, value jsonb NOT NULL, "
+        "updated_at timestamptz NOT NULL DEFAULT now(), note text)"
+    )
+    async with await open_storage(server.url) as storage:
+        await storage.set("k", {"a": 1})
+        assert await storage.update("k", lambda cur: {**cur, "b": 2}) == {"a": 1, "b": 2}
