@@ -1,17 +1,16 @@
-"""Per-key serialization with combining: the lock every scope's writes go through.
+"""Per-key serialization with combining: the queue every storage write goes through.
 
-A :class:`KeyedBatcher` is a per-key lock whose holder does the work of everyone queued
-behind it. The first writer of a key becomes its leader and runs a batch; writers that
-arrive meanwhile queue up, and when the batch is done leadership passes to the first of
-them, who runs everything queued as the next batch. Each writer gets its own job's result,
-and only after its batch has finished (for storage: after the commit).
+A :class:`KeyedBatcher` keeps one queue per key. The first job of an idle key starts a
+worker task for it; the worker takes everything queued (up to ``max_batch``) as one batch,
+runs it, hands each job its own outcome, and repeats until the queue is empty, when the
+key is forgotten, so the registry does not grow with the number of scopes ever seen.
 
-A batch that carries other writers' jobs is shielded from the leader's cancellation; a
-batch of the leader's own job alone is not, so a timeout can abandon it (a storage write
-abandoned that way may still land).
-
-Keys are forgotten as soon as nothing is queued or running for them, so the registry does
-not grow with the number of scopes ever seen.
+The worker is a task of the batcher's own, never a caller's: cancelling a caller (a
+timeout, ``task.cancel()``, an anyio cancel scope) only ends that caller's wait. A job
+cancelled while still queued is removed and never runs; one already in a running batch
+runs to the end (its write may land), and the other jobs of that batch get their results
+as if nothing happened. Each caller gets its result only after its batch has finished
+(for storage: after the commit).
 """
 
 from __future__ import annotations
@@ -19,10 +18,12 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import anyio
+
+from ._background import start_background
 
 __all__ = ("BatchRunner", "KeyedBatcher")
 
@@ -34,38 +35,25 @@ R = TypeVar("R")
 BatchRunner = Callable[[K, list[J]], Awaitable[Sequence["R | BaseException"]]]
 
 
-#: What a queued writer sleeps on: a future of the running asyncio loop, else (trio) an
-#: anyio event. anyio.Event() costs several times a future (it looks up the running async
-#: library each time), and a batch of 100 writers makes 100 of them.
-_Wake = asyncio.Future[None] | anyio.Event
-
-
-def _new_wake() -> _Wake:
-    loop = asyncio._get_running_loop()
-    return anyio.Event() if loop is None else loop.create_future()
-
-
-def _set(wake: _Wake) -> None:
-    if isinstance(wake, anyio.Event):
-        wake.set()
-    elif not wake.done():  # done: its writer was cancelled while it slept
-        wake.set_result(None)
-
-
 @dataclass(eq=False, slots=True)
 class _Waiter(Generic[J]):
     job: J
-    # Made only for a writer that has to wait: an uncontended leader never needs one.
-    wake: _Wake | None = None
-    lead: bool = False
+    finished: anyio.Event = field(default_factory=anyio.Event)
     done: bool = False
     outcome: Any = None
-    failed: bool = False
+
+    def finish(self, outcome: Any) -> None:
+        self.outcome, self.done = outcome, True
+        self.finished.set()
 
     def result(self) -> Any:
-        if self.failed:
+        if isinstance(self.outcome, BaseException):
             raise self.outcome
         return self.outcome
+
+
+class WorkAbandoned(RuntimeError):
+    """The batcher's worker was cancelled (its event loop is closing) before the job ran."""
 
 
 class KeyedBatcher(Generic[K, J, R]):
@@ -77,8 +65,8 @@ class KeyedBatcher(Generic[K, J, R]):
         self._run_batch = run_batch
         self.max_batch = max_batch
         self._queues: dict[K, deque[_Waiter[J]]] = {}
-        # Whether the last batch carried several jobs: writers are arriving together.
-        self._contended = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._idle: anyio.Event | None = None
 
     def __len__(self) -> int:
         """How many keys have work queued or running (0 when idle)."""
@@ -90,64 +78,49 @@ class KeyedBatcher(Generic[K, J, R]):
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = deque()
-            waiter.lead = True
+            started, _ = start_background(lambda: self._work(key, queue), self._tasks)
+            if not started:
+                del self._queues[key]
+                raise RuntimeError("KeyedBatcher.submit needs a running asyncio or trio loop")
         queue.append(waiter)
-        if waiter.lead and self._contended:
-            # Writers woken together by the last batch are ready to run: let them queue up
-            # first, so they share this batch instead of waiting for the next one.
-            try:
-                await anyio.lowlevel.checkpoint()
-            except BaseException:
-                queue.remove(waiter)
-                self._hand_off(key, queue)
-                raise
-        elif not waiter.lead:
-            waiter.wake = wake = _new_wake()
-            try:
-                if isinstance(wake, anyio.Event):
-                    await wake.wait()
-                else:
-                    await wake  # cancelling the task cancels the future too: harmless
-            except BaseException:  # cancelled while queued
-                if waiter.lead:
-                    queue.remove(waiter)
-                    self._hand_off(key, queue)
-                elif not waiter.done and waiter in queue:
-                    queue.remove(waiter)
-                raise
-            if not waiter.lead:
-                result: R = waiter.result()
-                return result
         try:
-            await self._lead(key, queue)
-        finally:
-            self._hand_off(key, queue)
-        led: R = waiter.result()
-        return led
+            await waiter.finished.wait()
+        except BaseException:
+            if not waiter.done and waiter in queue:
+                queue.remove(waiter)  # not taken yet: it never runs
+            raise
+        result: R = waiter.result()
+        return result
 
-    async def _lead(self, key: K, queue: deque[_Waiter[J]]) -> None:
-        take = min(len(queue), self.max_batch)
-        batch = [queue.popleft() for _ in range(take)]
-        self._contended = take > 1
-        jobs = [waiter.job for waiter in batch]
-        if len(batch) == 1:
-            # Only the leader's own job: its cancellation (a timeout, say) may abandon it,
-            # and an error is simply its own.
-            outcomes: Sequence[Any] = await self._run_checked(key, jobs)
-        else:
-            # Shielded: the jobs of other tasks ride on this batch, so the leader's
-            # cancellation must not abandon them half-way.
-            with anyio.CancelScope(shield=True):
+    async def wait_idle(self) -> None:
+        """Wait until every key's queue is empty and its last batch has finished."""
+        while self._queues:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
+
+    async def _work(self, key: K, queue: deque[_Waiter[J]]) -> None:
+        """The worker of ``key``: run what is queued, batch after batch, then forget it."""
+        try:
+            while queue:
+                batch = [queue.popleft() for _ in range(min(len(queue), self.max_batch))]
                 try:
-                    outcomes = await self._run_checked(key, jobs)
+                    outcomes = await self._run_checked(key, [waiter.job for waiter in batch])
                 except BaseException as exc:
-                    outcomes = [exc] * len(batch)
-        for waiter, outcome in zip(batch, outcomes, strict=True):
-            waiter.outcome = outcome
-            waiter.failed = isinstance(outcome, BaseException)
-            waiter.done = True
-            if waiter.wake is not None:  # queued behind the leader, waiting
-                _set(waiter.wake)
+                    for waiter in batch:
+                        waiter.finish(exc if isinstance(exc, Exception) else _abandoned())
+                    if not isinstance(exc, Exception):
+                        raise  # cancelled: the loop is closing
+                    continue
+                for waiter, outcome in zip(batch, outcomes, strict=True):
+                    waiter.finish(outcome)
+        finally:
+            for waiter in queue:
+                waiter.finish(_abandoned())
+            del self._queues[key]
+            if not self._queues and self._idle is not None:
+                self._idle.set()
+                self._idle = None
 
     async def _run_checked(self, key: K, jobs: list[J]) -> Sequence[Any]:
         outcomes = await self._run_batch(key, jobs)
@@ -157,12 +130,6 @@ class KeyedBatcher(Generic[K, J, R]):
             )
         return outcomes
 
-    def _hand_off(self, key: K, queue: deque[_Waiter[J]]) -> None:
-        """Wake the next queued writer as leader, or forget the key."""
-        if queue:
-            successor = queue[0]
-            successor.lead = True
-            if successor.wake is not None:
-                _set(successor.wake)
-        else:
-            del self._queues[key]
+
+def _abandoned() -> WorkAbandoned:
+    return WorkAbandoned("the write was abandoned: its event loop is shutting down")

@@ -6,6 +6,7 @@ under trio by ``test_scenarios_under_trio``: the batcher is built on anyio primi
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -227,44 +228,6 @@ async def test_cancelled_queued_waiter_never_runs() -> None:
     await bounded(scenario_cancel_queued)
 
 
-async def scenario_cancel_handoff() -> None:
-    recorder = Recorder()
-    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder, max_batch=1)
-    results: dict[str, Any] = {}
-    heir = anyio.CancelScope()
-
-    async def submit(job: str, scope: anyio.CancelScope | None = None) -> None:
-        with scope or anyio.CancelScope():
-            results[job] = await batcher.submit("k", job)
-
-    def cancel_heir(key: str, jobs: list[Any]) -> None:
-        # The first batch ends: its leader is about to hand leadership to "heir".
-        if jobs == ["leader"]:
-            heir.cancel()
-
-    recorder.after_batch = cancel_heir
-    recorder.block("k")
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(submit, "leader")
-        await recorder.started["k"].wait()
-        tg.start_soon(submit, "heir", heir)
-        await wait_until(lambda: _queued(batcher, "k") == 1)
-        tg.start_soon(submit, "next")
-        await wait_until(lambda: _queued(batcher, "k") == 2)
-        recorder.release("k")
-    assert heir.cancelled_caught
-    assert [jobs for _, jobs in recorder.batches] == [["leader"], ["next"]]
-    assert results == {"leader": "leader", "next": "next"}
-    assert len(batcher) == 0
-
-
-@pytest.mark.asyncio
-async def test_cancelled_heir_hands_leadership_on() -> None:
-    """A waiter cancelled just as it is made leader passes leadership to the next waiter:
-    the queue keeps moving, the cancelled job never runs, and the key is forgotten."""
-    await bounded(scenario_cancel_handoff)
-
-
 async def scenario_leader_cancelled_mid_batch() -> None:
     gates = {"first": anyio.Event(), "leader": anyio.Event()}
     shared_started = anyio.Event()
@@ -307,35 +270,47 @@ async def scenario_leader_cancelled_mid_batch() -> None:
 
 @pytest.mark.asyncio
 async def test_cancelling_a_leader_does_not_abandon_a_shared_batch() -> None:
-    """Cancelling the task that leads a batch carrying other writers' jobs lets the batch
-    finish (it is shielded), and those writers get their results."""
+    """Cancelling the task whose job opened a batch that carries other writers' jobs lets
+    the batch finish (it runs in the batcher's own task), and those writers get their
+    results."""
     await bounded(scenario_leader_cancelled_mid_batch)
 
 
-async def scenario_lone_leader_cancelled() -> None:
+async def scenario_lone_writer_cancelled() -> None:
     batches: list[list[str]] = []
     stuck = anyio.Event()
 
     async def runner(key: str, jobs: list[str]) -> list[str]:
         batches.append(list(jobs))
         if jobs == ["stuck"]:
-            await stuck.wait()  # never set: only cancellation ends this batch
+            await stuck.wait()
         return jobs
 
     batcher: KeyedBatcher[str, str, str] = KeyedBatcher(runner)
     with anyio.move_on_after(0.2) as scope:
         await batcher.submit("k", "stuck")
-    assert scope.cancelled_caught
-    assert len(batcher) == 0
-    assert await batcher.submit("k", "next") == "next"
+    assert scope.cancelled_caught  # the caller's wait ended at once
+    results: list[str] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _append(results, batcher.submit("k", "next")))
+        await wait_until(lambda: _queued(batcher, "k") == 1)
+        assert batches == [["stuck"]]  # still running: the key stays serialized behind it
+        stuck.set()
+    assert results == ["next"]
     assert batches == [["stuck"], ["next"]]
+    assert len(batcher) == 0
+
+
+async def _append(results: list[Any], pending: Awaitable[Any]) -> None:
+    results.append(await pending)
 
 
 @pytest.mark.asyncio
-async def test_a_timeout_abandons_a_batch_of_the_leaders_own_job() -> None:
-    """A batch that carries only its leader's job is not shielded: a timeout around the
-    leader ends the wait at once, the key is freed, and later jobs run."""
-    await bounded(scenario_lone_leader_cancelled)
+async def test_a_timeout_ends_the_wait_but_the_batch_keeps_its_key() -> None:
+    """A timeout around a writer whose batch hangs ends that writer's wait at once; the
+    batch goes on in the batcher's task, and the next job of the key runs after it, never
+    beside it (its write may still land, and order per key is kept)."""
+    await bounded(scenario_lone_writer_cancelled)
 
 
 async def scenario_woken_writers_share_a_batch() -> None:
@@ -355,17 +330,17 @@ async def scenario_woken_writers_share_a_batch() -> None:
     async with anyio.create_task_group() as tg:
         for w in range(10):
             tg.start_soon(writer, w)
-    # The 10 writers a batch wakes all join the next batch instead of one of them running
-    # a batch of its own first (which gives 1, 10, 1, 10, 1, 7).
-    assert sizes == [1, 10, 10, 9]
+    # All 10 writers arrive before the worker starts, and the 10 a batch wakes join the
+    # next batch together.
+    assert sizes == [10, 10, 10]
 
 
 @pytest.mark.asyncio
 async def test_writers_woken_by_a_batch_share_the_next_one() -> None:
-    """Under contention a new leader lets the writers woken with it queue up first, so
+    """Under contention the writers a batch wakes queue up together for the next one, so
     group commit keeps combining instead of alternating with batches of one. (asyncio
-    only: trio runs ready tasks in a deliberately shuffled order, so there the yield helps
-    on average but fixes no batch sizes.)"""
+    only: trio runs ready tasks in a deliberately shuffled order, so it fixes no batch
+    sizes.)"""
     await bounded(scenario_woken_writers_share_a_batch)
 
 
@@ -401,9 +376,8 @@ SCENARIOS: list[Callable[[], Awaitable[None]]] = [
     scenario_errors_isolated,
     scenario_runner_failure,
     scenario_cancel_queued,
-    scenario_cancel_handoff,
     scenario_leader_cancelled_mid_batch,
-    scenario_lone_leader_cancelled,
+    scenario_lone_writer_cancelled,
     scenario_registry_empties,
 ]
 
@@ -420,3 +394,57 @@ async def test_scenarios_under_trio(
 ) -> None:
     """Every scenario above holds under trio as well."""
     await bounded(scenario)
+
+
+# -- native asyncio cancellation: a cancelled writer never fails its batch's other jobs ------
+
+
+async def _cancel_one_writer_of_a_shared_batch(cancel: str) -> None:
+    """Three writers share a blocked batch; the first of them (the one whose task used to
+    lead the batch) is cancelled natively."""
+    batches: list[list[str]] = []
+    started = [asyncio.Event(), asyncio.Event()]
+    gates = [asyncio.Event(), asyncio.Event()]
+
+    async def runner(key: str, jobs: list[str]) -> list[str]:
+        number = len(batches)
+        batches.append(list(jobs))
+        if number < len(gates):
+            started[number].set()
+            await gates[number].wait()
+        return jobs
+
+    batcher: KeyedBatcher[str, str, str] = KeyedBatcher(runner)
+    first = asyncio.ensure_future(batcher.submit("k", "first"))
+    await started[0].wait()
+
+    async def bounded_submit(job: str) -> str:
+        bounded = cancel == "timeout" and job == "a"
+        async with asyncio.timeout(0.05 if bounded else None):
+            return await batcher.submit("k", job)
+
+    writers = [asyncio.ensure_future(bounded_submit(job)) for job in ("a", "b", "c")]
+    await wait_until(lambda: _queued(batcher, "k") == 3)
+    gates[0].set()  # the first batch ends; [a, b, c] starts and blocks
+    assert await first == "first"
+    await started[1].wait()
+    if cancel == "task.cancel":
+        writers[0].cancel()
+    await asyncio.sleep(0.1)  # the cancellation (or the timeout) takes effect
+    gates[1].set()
+    outcomes = await asyncio.gather(*writers, return_exceptions=True)
+    assert batches == [["first"], ["a", "b", "c"]]  # "a" ran although cancelled: it was taken
+    expected = asyncio.CancelledError if cancel == "task.cancel" else TimeoutError
+    assert isinstance(outcomes[0], expected)
+    assert outcomes[1:] == ["b", "c"]
+    assert len(batcher) == 0
+    assert await batcher.submit("k", "after") == "after"  # the key works as before
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("cancel", ["task.cancel", "timeout"])
+async def test_native_asyncio_cancellation_never_reaches_other_writers(cancel: str) -> None:
+    """``task.cancel()`` or ``asyncio.timeout`` on one writer of a running batch ends that
+    writer's wait only: the batch runs to its end and the others get their results (the
+    batcher used to shield only against anyio cancel scopes)."""
+    await bounded(lambda: _cancel_one_writer_of_a_shared_batch(cancel))

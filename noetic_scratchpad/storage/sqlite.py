@@ -234,7 +234,9 @@ class SqliteStorage(StorageBackend):
         self._writer_conn = _raw_connection(writer)
         self._reader = reader
         table = options.table
-        self._sql_get = f"SELECT value FROM {table} WHERE key = ?"
+        # Values are read as bytes and decoded here: a row that is not valid UTF-8 (written
+        # by another program) is then an error of that key alone, not of the connection.
+        self._sql_get = f"SELECT CAST(value AS BLOB) FROM {table} WHERE key = ?"
         self._sql_upsert = (
             f"INSERT INTO {table} (key, value, updated_at) VALUES (?, ?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
@@ -245,14 +247,11 @@ class SqliteStorage(StorageBackend):
         self._batcher: KeyedBatcher[None, _Job, Any] = KeyedBatcher(
             self._run_batch, max_batch=options.max_batch
         )
-        self._in_flight = 0
-        self._idle: anyio.Event | None = None
         self._closed = False
         # key -> (text, value) of rows this writer committed lately; touched only in the
-        # writer's thread. While no other connection has committed since (PRAGMA
-        # data_version is unchanged), they are the rows as stored and need not be read;
-        # after one has, a row whose text equals the cached text still reuses the value
-        # instead of parsing it again.
+        # writer's thread. Each entry was the stored row when this writer's last transaction
+        # committed; a transaction that finds PRAGMA data_version changed (another
+        # connection committed meanwhile) drops them all before it reads anything.
         self._recent: OrderedDict[str, tuple[str, Any]] = OrderedDict()
         self._data_version: int | None = None
 
@@ -301,8 +300,8 @@ class SqliteStorage(StorageBackend):
 
     async def get_encoded(self, key: str) -> tuple[JsonValue, str | None] | None:
         rows = await self._read(self._sql_get, (key,))
-        for (text,) in rows:
-            return _json.loads(text), text
+        for (data,) in rows:
+            return _decode_row(self.path, key, data)
         return None
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
@@ -316,9 +315,9 @@ class SqliteStorage(StorageBackend):
         for start in range(0, len(wanted), _GET_MANY_CHUNK):
             chunk = wanted[start : start + _GET_MANY_CHUNK]
             marks = ", ".join("?" * len(chunk))
-            sql = f"SELECT key, value FROM {self._table} WHERE key IN ({marks})"
-            for key, text in await self._read(sql, chunk):
-                found[key] = _json.loads(text)
+            sql = f"SELECT key, CAST(value AS BLOB) FROM {self._table} WHERE key IN ({marks})"
+            for key, data in await self._read(sql, chunk):
+                found[key] = _decode_row(self.path, key, data)[0]
         return {key: found[key] for key in wanted if key in found}
 
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
@@ -336,7 +335,9 @@ class SqliteStorage(StorageBackend):
         if self._closed:
             raise self._closed_error()
         try:
-            rows = await self._reader.execute_fetchall(sql, params)
+            rows = await _run_in_connection_thread(
+                self._reader, _fetch_all, _raw_connection(self._reader), sql, params
+            )
         except sqlite3.Error as exc:
             raise StorageError(
                 f"reading the SQLite database {self.path} failed ({exc}); check that the file "
@@ -362,13 +363,7 @@ class SqliteStorage(StorageBackend):
     async def _submit(self, job: _Job) -> Any:
         if self._closed:
             raise self._closed_error()
-        self._in_flight += 1
-        try:
-            return await self._batcher.submit(None, job)
-        finally:
-            self._in_flight -= 1
-            if not self._in_flight and self._idle is not None:
-                self._idle.set()
+        return await self._batcher.submit(None, job)
 
     async def _run_batch(self, _key: None, jobs: builtins.list[_Job]) -> builtins.list[Any]:
         outcomes: builtins.list[Any] = await _run_in_connection_thread(
@@ -389,12 +384,14 @@ class SqliteStorage(StorageBackend):
         except sqlite3.Error as exc:
             return [self._database_error(exc, "start a write transaction")] * len(jobs)
         try:
-            # Inside BEGIN IMMEDIATE no one else can commit: if the version is the one seen
-            # at our last transaction, every cached row is exactly what is stored.
+            # Inside BEGIN IMMEDIATE no one else can commit. The version changes only when
+            # another connection has committed since our last transaction (our own commits
+            # leave it as it is); then any cached row may be stale, so none is kept.
             version = conn.execute("PRAGMA data_version").fetchone()[0]
-            unchanged = version == self._data_version
-            self._data_version = version  # our own commits never change it
-            outcomes, written = self._apply(conn, jobs, trust_recent=unchanged)
+            if version != self._data_version:
+                self._recent.clear()
+                self._data_version = version
+            outcomes, written = self._apply(conn, jobs)
             conn.execute("COMMIT")
         except BaseException as exc:
             # SQLite may have rolled back already, or the connection is gone: nothing to undo.
@@ -431,12 +428,11 @@ class SqliteStorage(StorageBackend):
                 time.sleep(0.01 * (attempt + 1))  # this thread is the writer's; nobody waits on it
 
     def _apply(
-        self, conn: sqlite3.Connection, jobs: Sequence[_Job], *, trust_recent: bool
+        self, conn: sqlite3.Connection, jobs: Sequence[_Job]
     ) -> tuple[builtins.list[Any], dict[str, tuple[str, Any] | None]]:
         """Apply ``jobs`` inside the open transaction: one outcome per job, and the rows
         written as (text, value), the value ``_MISSING`` for a ``set``; ``None`` deletes.
-        ``trust_recent``: no other connection has written since the rows in ``_recent``
-        were committed, so they are used without reading the table."""
+        Rows in ``_recent`` are what is stored (see ``_transaction``) and are not read."""
         # (text, value) of rows read or written in this batch, as in ``_recent``, so jobs
         # on one key chain without re-reading; the value is _UNPARSED after a set.
         latest: dict[str, tuple[str | None, Any]] = {}
@@ -454,13 +450,12 @@ class SqliteStorage(StorageBackend):
                 outcomes.append(None)
             else:
                 try:
-                    row = latest.get(key)
-                    if row is None and trust_recent:
-                        row = self._recent.get(key)
+                    row = latest.get(key) or self._recent.get(key)
                     if row is None:
                         found = conn.execute(self._sql_get, (key,)).fetchone()
-                        stored = None if found is None else found[0]
-                        current = None if stored is None else self._decode(key, stored)
+                        stored = current = None
+                        if found is not None:
+                            current, stored = _decode_row(self.path, key, found[0])
                     else:
                         stored, current = row
                         if current is _UNPARSED and stored is not None:  # a set's text
@@ -475,25 +470,34 @@ class SqliteStorage(StorageBackend):
                     continue
                 latest[key] = written[key] = (text, value)
                 outcomes.append(value)
-        now = time.time()
-        for key, final in written.items():
-            if final is None:
-                conn.execute(self._sql_delete, (key,))
-            else:
-                conn.execute(self._sql_upsert, (key, final[0], now))
+        self._write_rows(conn, jobs, outcomes, written)
         return outcomes, written
 
-    def _decode(self, key: str, text: str) -> JsonValue:
-        cached = self._recent.get(key)
-        if cached is not None and cached[0] == text:
-            return cached[1]
-        try:
-            return _json.loads(text)
-        except ValueError as exc:
-            raise StorageError(
-                f"the value stored at {key!r} in {self.path} is not JSON ({exc}); "
-                "delete or overwrite the key"
-            ) from exc
+    def _write_rows(
+        self,
+        conn: sqlite3.Connection,
+        jobs: Sequence[_Job],
+        outcomes: builtins.list[Any],
+        written: dict[str, tuple[str, Any] | None],
+    ) -> None:
+        """Write each key's final row. A statement SQLite refuses for that row alone (a
+        trigger, a constraint) leaves the transaction open: then only the jobs of that key
+        fail, and the row is dropped from ``written``. Anything else fails the batch."""
+        now = time.time()
+        for key, final in builtins.list(written.items()):
+            try:
+                if final is None:
+                    conn.execute(self._sql_delete, (key,))
+                else:
+                    conn.execute(self._sql_upsert, (key, final[0], now))
+            except sqlite3.Error as exc:
+                if not conn.in_transaction:
+                    raise
+                error = self._database_error(exc, f"write the key {key!r}")
+                for index, job in enumerate(jobs):
+                    if job.key == key and not isinstance(outcomes[index], Exception):
+                        outcomes[index] = error
+                del written[key]
 
     def _database_error(self, exc: sqlite3.Error, action: str) -> StorageError:
         if _error_code(exc) == _SQLITE_BUSY:
@@ -520,9 +524,7 @@ class SqliteStorage(StorageBackend):
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
-            while self._in_flight:
-                self._idle = anyio.Event()
-                await self._idle.wait()
+            await self._batcher.wait_idle()
             await self._writer.close()
             await self._reader.close()
 
@@ -533,6 +535,33 @@ class SqliteStorage(StorageBackend):
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def _fetch_all(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> builtins.list[Any]:
+    """Run a query in the connection's thread and always close its cursor.
+
+    A cursor left open by a failed fetch keeps its read transaction, and with it an old
+    snapshot: every later read would return stale rows, and the WAL could never be
+    checkpointed past it.
+    """
+    cursor = conn.execute(sql, params)
+    try:
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
+def _decode_row(path: str, key: str, data: bytes) -> tuple[JsonValue, str]:
+    """The value of a row read as bytes, and its JSON text; a clear error for a bad row."""
+    try:
+        text = data.decode()
+        return _json.loads(text), text
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise StorageError(
+            f"the value stored at {key!r} in {path} is not JSON text ({exc}); it was not "
+            "written by this library. Delete or overwrite that key (for a scratchpad: "
+            "noetic-scratchpad reset); other keys are unaffected"
+        ) from None
 
 
 def _error_code(exc: sqlite3.Error) -> int:
@@ -631,6 +660,20 @@ def _prepare_writer(conn: sqlite3.Connection, options: SqliteOptions) -> None:
         f"CREATE TABLE IF NOT EXISTS {options.table} ("
         "key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, updated_at REAL NOT NULL"
         ")"
+    )
+    _check_table_shape(conn, options)
+
+
+def _check_table_shape(conn: sqlite3.Connection, options: SqliteOptions) -> None:
+    """Refuse, at open, a table of that name that another program made for other rows."""
+    columns = {row[1]: row[5] for row in conn.execute(f"PRAGMA table_info({options.table})")}
+    if set(columns) >= {"key", "value", "updated_at"} and columns["key"] == 1:
+        return
+    found = ", ".join(columns) or "none"
+    raise StorageConfigError(
+        f"the table {options.table!r} in {options.path} is not a scratchpad table: it has "
+        f"the columns {found}, not key (the primary key), value and updated_at. Use another "
+        "table name (sqlite:///...?table=scratchpad_kv2) or another file"
     )
 
 

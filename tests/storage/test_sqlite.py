@@ -450,7 +450,7 @@ async def test_rows_it_committed_are_not_read_again_until_another_connection_wri
         await storage._writer._execute(writer.set_trace_callback, statements.append)  # type: ignore[no-untyped-call]
 
         def reads() -> int:
-            return sum(1 for sql in statements if sql.startswith("SELECT value"))
+            return sum(1 for sql in statements if sql.startswith("SELECT CAST(value"))
 
         await storage.update("k", lambda current: {"n": 1})
         first_reads = reads()
@@ -481,12 +481,12 @@ async def test_update_hands_fn_the_value_it_committed_without_parsing_again(
 
 
 @pytest.mark.asyncio
-async def test_database_error_fails_the_whole_batch(
+async def test_a_row_sqlite_refuses_fails_only_its_own_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """When SQLite refuses a write inside a transaction, the transaction is rolled back and
-    every write of that batch fails with StorageError naming the file and the cause; the
-    prior state stays, other batches commit, and the storage keeps working."""
+    """When SQLite refuses one row of a transaction (here a trigger), only the writes of
+    that key fail, with StorageError naming the file and the cause; the other writes of
+    the same transaction commit, and the storage keeps working."""
     path = tmp_path / "t.db"
     spy = BatchSpy(monkeypatch)
     async with await SqliteStorage.open(url_of(path)) as storage:
@@ -497,25 +497,57 @@ async def test_database_error_fails_the_whole_batch(
                 "BEGIN SELECT RAISE(ABORT, 'poisoned key'); END"
             )
         spy.sizes.clear()
-        # The first write runs alone; the three behind it queue and share one transaction.
         outcomes = await asyncio.gather(
-            storage.update("first", lambda current: "committed"),
             storage.update("a", lambda current: "changed"),
             storage.update("poison", lambda current: 1),
+            storage.update("poison", lambda current: (current or 0) + 1),
             storage.update("b", lambda current: "new"),
             return_exceptions=True,
         )
-        assert spy.sizes == [1, 3]
-        assert outcomes[0] == "committed"
-        for error in outcomes[1:]:
+        assert spy.sizes == [4]  # one transaction
+        assert outcomes[0] == "changed"
+        assert outcomes[3] == "new"
+        for error in outcomes[1:3]:
             assert isinstance(error, StorageError)
             assert "poisoned key" in str(error)
             assert str(path) in str(error)
-        assert await storage.get_many(["first", "a", "b", "poison"]) == {
-            "first": "committed",
-            "a": "prior",
-        }
-        assert await storage.update("a", lambda current: current + "!") == "prior!"
+        assert await storage.get_many(["a", "b", "poison"]) == {"a": "changed", "b": "new"}
+        assert await storage.update("a", lambda current: current + "!") == "changed!"
+
+
+@pytest.mark.asyncio
+async def test_a_failed_commit_fails_the_whole_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the transaction itself fails (here: COMMIT refused by a deferred foreign key),
+    it is rolled back and every write of the batch fails with StorageError; nothing is
+    half-applied, and the storage keeps working."""
+    path = tmp_path / "t.db"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.set("a", "prior")
+
+        def fail_commit(conn: sqlite3.Connection) -> None:
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute(
+                "CREATE TABLE child (k TEXT REFERENCES missing(k) DEFERRABLE INITIALLY DEFERRED)"
+            )
+            conn.execute("CREATE TABLE missing (k TEXT PRIMARY KEY)")
+            conn.execute(
+                "CREATE TRIGGER orphan AFTER UPDATE ON scratchpad_kv WHEN NEW.key = 'a' "
+                "BEGIN INSERT INTO child VALUES ('nobody'); END"
+            )
+
+        await storage._writer._execute(fail_commit, storage._writer_conn)  # type: ignore[no-untyped-call]
+        outcomes = await asyncio.gather(
+            storage.update("a", lambda current: "changed"),
+            storage.update("b", lambda current: "new"),
+            return_exceptions=True,
+        )
+        for error in outcomes:
+            assert isinstance(error, StorageError)
+            assert str(path) in str(error)
+        assert await storage.get_many(["a", "b"]) == {"a": "prior"}
+        assert await storage.update("b", lambda current: "later") == "later"
 
 
 @pytest.mark.asyncio
