@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from noetic_scratchpad.keys import layer_prefix, state_key
+
 from ._harness import (
     Comparison,
     Config,
@@ -73,7 +75,7 @@ async def child(backend_kind: str, scopes: int, workdir: Path) -> dict[str, Any]
     # Warm up allocator, caches and lazily built objects on scopes that are then removed.
     await asyncio.gather(*(touch(-1 - i) for i in range(CHUNK)))
     for i in range(CHUNK):
-        await backend.delete(f"layers/scratchpad/scope-{-1 - i}/state")
+        await backend.delete(state_key("scratchpad", "thread", f"scope-{-1 - i}"))
     gc.collect()
     before = rss_bytes()
     begin = time.perf_counter()
@@ -82,7 +84,7 @@ async def child(backend_kind: str, scopes: int, workdir: Path) -> dict[str, Any]
     seconds = time.perf_counter() - begin
     gc.collect()
     after = rss_bytes()
-    infos = await backend.describe("layers/scratchpad/")
+    infos = await backend.describe(layer_prefix("scratchpad"))
     stored_json = sum(info.size for info in infos)
     entries = batcher_entries(backend)
     if backend_kind == "memory":

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from noetic_scratchpad import open_storage
+from noetic_scratchpad.keys import state_key
 
 from ._harness import (
     BIG_BUDGET,
@@ -81,7 +82,7 @@ async def run(cfg: Config) -> list[Comparison]:
         },
         cfg.reps(15, 3),
     )
-    stored = await backend.get("layers/scratchpad/overhead/state")
+    stored = await backend.get(state_key("scratchpad", "thread", "overhead"))
     await backend.aclose()
     return [
         Comparison(

@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from noetic_scratchpad import open_storage
+from noetic_scratchpad.keys import state_key
 
 from ._harness import (
     Comparison,
@@ -87,7 +88,7 @@ async def run(cfg: Config) -> list[Comparison]:
                     await handles[w].update(writer_update(w, j))
 
                 seconds, acked = await run_writers(write, per_writer)
-                final = await backend.get(f"layers/scratchpad/{scope}/state")
+                final = await backend.get(state_key("scratchpad", "thread", scope))
                 return ours_tally.record(seconds, acked, count_lost([final], acked))
 
             def peer(locked: bool, tally: Throughput, kept_rates: list[float]) -> Sample:

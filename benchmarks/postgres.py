@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from noetic_scratchpad import open_storage
+from noetic_scratchpad.keys import state_key
 
 from ._harness import (
     Comparison,
@@ -122,7 +123,7 @@ async def run(cfg: Config) -> list[Comparison]:
     try:
         await raw.setup()
         # -- (a) one uncontended update ------------------------------------------------------
-        raw_key = "layers/scratchpad/single/state"
+        raw_key = state_key("scratchpad", "thread", "single")
         await raw.seed(raw_key, doc)
         pg_handle = await open_scope(backend, layer, "single", tally, seed=doc)
         sqlite_handle = (
@@ -148,7 +149,7 @@ async def run(cfg: Config) -> list[Comparison]:
                 lambda i: sqlite_handle.update(turn_update(i))
             )
         results = await interleaved(variants, cfg.reps(11, 3))
-        stored = await backend.get("layers/scratchpad/single/state")
+        stored = await backend.get(state_key("scratchpad", "thread", "single"))
         comparisons.append(
             Comparison(
                 question=7,
@@ -198,7 +199,7 @@ async def run(cfg: Config) -> list[Comparison]:
 
                     seconds, acked = await run_writers(write, per_writer)
                     finals = await store.get_many(
-                        sorted({f"layers/scratchpad/{scope}/state" for scope in scopes})
+                        sorted({state_key("scratchpad", "thread", scope) for scope in scopes})
                     )
                     leftovers.append(batcher_entries(store) or 0)
                     lost = count_lost(list(finals.values()), acked)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from noetic_scratchpad import open_storage
+from noetic_scratchpad.keys import state_key
 
 from ._harness import (
     Comparison,
@@ -116,7 +117,7 @@ async def run(cfg: Config) -> list[Comparison]:
                 await handles[w].update(writer_update(w, j))
 
             seconds, acked = await run_writers(write, per_writer)
-            keys = sorted({f"layers/scratchpad/{scope}/state" for scope in scopes})
+            keys = sorted({state_key("scratchpad", "thread", scope) for scope in scopes})
             finals = await backend.get_many(keys)
             leftovers.append(batcher_entries(backend) or 0)
             lost = count_lost(list(finals.values()), acked)

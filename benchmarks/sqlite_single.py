@@ -20,6 +20,7 @@ import aiosqlite
 import orjson
 
 from noetic_scratchpad import open_storage
+from noetic_scratchpad.keys import state_key
 
 from ._harness import (
     RAW_PRAGMAS,
@@ -132,7 +133,7 @@ async def run(cfg: Config) -> list[Comparison]:
     doc = make_document(5_500)
     workdir = cfg.workdir / "single"
     workdir.mkdir(parents=True, exist_ok=True)
-    key = "layers/scratchpad/single/state"
+    key = state_key("scratchpad", "thread", "single")
 
     raw = raw_open(workdir / "raw.db")
     raw_seed(raw, key, doc)

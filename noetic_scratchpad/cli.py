@@ -15,23 +15,33 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-import structlog
 from pydantic import BaseModel, ConfigDict
 
 from . import __version__
 from .errors import ScratchpadError
 from .events import ScratchpadEvent, UpdateApplied, UpdateRejected
 from .items import FunctionCall, Item, LLMResponse, Message
+from .keys import (
+    LEGACY_ROOT,
+    Scope,
+    kind_prefix,
+    layer_prefix,
+    legacy_state_key,
+    parse_legacy_state_key,
+    parse_state_key,
+    scope_prefix,
+    state_key,
+)
 from .layer import scratchpad
 from .render import render_block
 from .runtime import Agent, AgentHarness, ModelRequest, ScriptedModel, Turn
-from .storage import open_storage, resolve_storage_url, scope_prefix
+from .storage import StorageBackend, open_storage, resolve_storage_url
 
 __all__ = ("main",)
 
 PROG = "noetic-scratchpad"
+logger = logging.getLogger("noetic_scratchpad.cli")
 DEFAULT_STORAGE = "sqlite:///scratchpad.db"
-STATE_SUFFIX = "/state"
 
 
 class CliError(Exception):
@@ -70,17 +80,16 @@ def sqlite_file_missing(url: str) -> str | None:
     return None if os.path.exists(path) else path
 
 
-def scope_of(args: argparse.Namespace) -> tuple[str, str]:
-    """``("thread", id)`` or ``("resource", id)`` from ``--thread`` / ``--resource``."""
-    if args.thread is not None:
-        return "thread", args.thread
-    return "resource", args.resource
-
-
-def state_key(layer_id: str, scope_key: str) -> str:
-    if not scope_key:
-        raise CliError("the thread or resource id must not be empty")
-    return scope_prefix(layer_id, scope_key) + "state"
+def scope_of(args: argparse.Namespace) -> tuple[Scope, str]:
+    """``("thread", id)`` or ``("resource", id)`` from ``--thread`` / ``--resource``;
+    the id checked as the layer checks it."""
+    kind: Scope = "thread" if args.thread is not None else "resource"
+    scope_id = args.thread if args.thread is not None else args.resource
+    try:
+        scope_prefix(args.layer, kind, scope_id)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return kind, scope_id
 
 
 # -- show ----------------------------------------------------------------------------------
@@ -94,14 +103,17 @@ async def cmd_show(args: argparse.Namespace) -> int:
         raise CliError(f"no database at {missing}; nothing is stored yet (try `{PROG} demo`)")
     backend = await open_storage(url)
     try:
-        state = await backend.get(state_key(args.layer, scope_key))
+        state = await backend.get(state_key(args.layer, kind, scope_key))
+        legacy = state is None and await backend.get(legacy_state_key(args.layer, scope_key))
     finally:
         await backend.aclose()
     if state is None:
-        raise CliError(
-            f"no {args.layer} stored for {kind} {scope_key!r} in {url}; "
-            f"`{PROG} list` shows what is stored"
+        hint = (
+            f"it is stored in the first release's layout: run `{PROG} migrate` first"
+            if legacy is not None
+            else f"`{PROG} list` shows what is stored"
         )
+        raise CliError(f"no {args.layer} stored for {kind} {scope_key!r} in {url}; {hint}")
     if args.json:
         print(json.dumps(state, indent=2, ensure_ascii=False))
     else:
@@ -113,23 +125,34 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def stored_scopes(url: str, layer_id: str) -> list[dict[str, Any]]:
+    """Every stored scope of ``layer_id``; those of the first release's layout say
+    ``"scope": "legacy"`` (``migrate`` moves them)."""
     if sqlite_file_missing(url) is not None:
         return []
-    prefix = f"layers/{layer_id}/"
     backend = await open_storage(url)
     try:
-        infos = await backend.describe(prefix)
+        infos = await backend.describe(layer_prefix(layer_id))
+        legacy = await backend.describe(f"{LEGACY_ROOT}{layer_id}/")
     finally:
         await backend.aclose()
+    rows: list[tuple[str, str, Any]] = []
+    for info in infos:
+        ref = parse_state_key(info.key)
+        if ref is not None:
+            rows.append((ref.kind, ref.scope_id, info))
+    for info in legacy:
+        scope_id = parse_legacy_state_key(info.key, layer_id)
+        if scope_id is not None:
+            rows.append(("legacy", scope_id, info))
     return [
         {
-            "scope_key": info.key[len(prefix) : -len(STATE_SUFFIX)],
+            "scope": kind,
+            "scope_key": scope_id,
             "layer_id": layer_id,
             "size": info.size,
             "updated_at": _iso(info.updated_at),
         }
-        for info in infos
-        if info.key.endswith(STATE_SUFFIX)
+        for kind, scope_id, info in rows
     ]
 
 
@@ -142,12 +165,18 @@ async def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print(f"No {args.layer} is stored in {url}.")
         return 0
-    width = max(len("SCOPE"), *(len(row["scope_key"]) for row in rows))
-    print(f"{'SCOPE':<{width}}  {'SIZE':>9}  LAST WRITE (UTC)")
+    width = max(len("ID"), *(len(row["scope_key"]) for row in rows))
+    print(f"{'SCOPE':<8}  {'ID':<{width}}  {'SIZE':>9}  LAST WRITE (UTC)")
     for row in rows:
         when = row["updated_at"].replace("T", " ").removesuffix("Z")
-        print(f"{row['scope_key']:<{width}}  {_size(row['size']):>9}  {when}")
+        print(f"{row['scope']:<8}  {row['scope_key']:<{width}}  {_size(row['size']):>9}  {when}")
     print(f"{len(rows)} scope(s) in {url}")
+    legacy = sum(row["scope"] == "legacy" for row in rows)
+    if legacy:
+        print(
+            f"{legacy} of them in the first release's layout, which the layer no longer "
+            f"reads: run `{PROG} migrate` to move them"
+        )
     return 0
 
 
@@ -157,20 +186,21 @@ async def cmd_list(args: argparse.Namespace) -> int:
 async def cmd_reset(args: argparse.Namespace) -> int:
     url = stored_url(args)
     if args.all:
-        prefix, what = f"layers/{args.layer}/", f"every {args.layer} (all threads and resources)"
+        what = f"every {args.layer} (all threads and resources)"
     else:
         kind, scope_key = scope_of(args)
-        state_key(args.layer, scope_key)  # checks the id
-        prefix, what = (
-            scope_prefix(args.layer, scope_key),
-            f"the {args.layer} of {kind} {scope_key!r}",
-        )
+        what = f"the {args.layer} of {kind} {scope_key!r}"
     if sqlite_file_missing(url) is not None:
         print(f"Nothing to reset: {url} holds nothing yet.")
         return 0
     backend = await open_storage(url)
     try:
-        keys = await backend.list(prefix)
+        if args.all:
+            keys = await backend.list(layer_prefix(args.layer))
+            keys += await backend.list(f"{LEGACY_ROOT}{args.layer}/")
+        else:
+            # The scope's own prefix: its encoded id is one segment no other id shares.
+            keys = await backend.list(scope_prefix(args.layer, kind, scope_key))
         if not keys:
             print(f"Nothing to reset: no {what.removeprefix('the ')} in {url}.")
             return 0
@@ -182,6 +212,75 @@ async def cmd_reset(args: argparse.Namespace) -> int:
         await backend.aclose()
     print(f"Deleted {what} ({len(keys)} key(s)).")
     return 0
+
+
+# -- migrate -------------------------------------------------------------------------------
+
+
+async def cmd_migrate(args: argparse.Namespace) -> int:
+    url = stored_url(args)
+    if sqlite_file_missing(url) is not None:
+        print(f"Nothing to migrate: {url} holds nothing yet.")
+        return 0
+    backend = await open_storage(url)
+    try:
+        legacy = [
+            (key, scope_id)
+            for key in await backend.list(f"{LEGACY_ROOT}{args.layer}/")
+            if (scope_id := parse_legacy_state_key(key, args.layer)) is not None
+        ]
+        if not legacy:
+            print(f"Nothing to migrate: no {args.layer} in the first release's layout in {url}.")
+            return 0
+        if not args.yes:
+            confirm(
+                f"Move {len(legacy)} {args.layer}(s) of the first release's layout in {url} "
+                f"to {args.scope} scopes? [y/N] "
+            )
+        counts = await migrate_legacy(backend, args.layer, args.scope, legacy)
+    finally:
+        await backend.aclose()
+    moved, kept, skipped = counts
+    print(f"Moved {moved} {args.layer}(s) to {kind_prefix(args.layer, args.scope)}.")
+    if kept:
+        print(f"{kept} had a newer state in the new layout already; that one was kept.")
+    if skipped:
+        print(f"{skipped} had an id the layer cannot use and were left in place.")
+    return 0
+
+
+async def migrate_legacy(
+    backend: StorageBackend, layer_id: str, kind: Scope, legacy: list[tuple[str, str]]
+) -> tuple[int, int, int]:
+    """Move first-release state keys to ``kind`` scopes; ``(moved, kept, skipped)``.
+
+    Each key is copied (unless the new layout already holds that scope, which wins) and
+    only then deleted, so an interrupted run loses nothing and a second run finishes it.
+    """
+    moved = kept = skipped = 0
+    for old_key, scope_id in legacy:
+        try:
+            new_key = state_key(layer_id, kind, scope_id)
+        except ValueError as exc:
+            logger.warning("not migrated: %s: %s", old_key, exc)
+            skipped += 1
+            continue
+        value = await backend.get(old_key)
+        if value is None:  # deleted meanwhile
+            continue
+        existing: list[bool] = []
+
+        def keep_newer(current: Any, value: Any = value, existing: list[bool] = existing) -> Any:
+            existing[:] = [current is not None]
+            return value if current is None else current
+
+        await backend.update(new_key, keep_newer)
+        await backend.delete(old_key)
+        if existing[0]:
+            kept += 1
+        else:
+            moved += 1
+    return moved, kept, skipped
 
 
 def confirm(question: str) -> None:
@@ -299,7 +398,7 @@ async def cmd_demo(args: argparse.Namespace) -> int:
         storage=url,
     )
     async with harness:
-        await harness.storage.delete(state_key("scratchpad", args.thread))
+        await harness.storage.delete(state_key("scratchpad", "thread", args.thread))
         out(f"Scratchpad demo on {url}, thread {args.thread!r} (reset first).")
         out("Schema: TaskNotes {currentGoal: str, completedSteps: [str], blockers: [str]}")
         unsubscribe = harness.events.subscribe(out.event)
@@ -401,6 +500,25 @@ def build_parser() -> argparse.ArgumentParser:
     add_scope(reset, allow_all=True)
     reset.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     reset.set_defaults(handler=cmd_reset)
+
+    migrate = commands.add_parser(
+        "migrate",
+        parents=[storage, layer],
+        help="move scratchpads stored by the first release to the current key layout",
+        description="The first release kept threads and resources in one namespace "
+        "(layers/{layer}/{id}/state); the layer now keeps each kind apart and no longer "
+        "reads that layout. This moves every such scratchpad to a scope of the kind you "
+        "name (thread by default, resource for resource-scoped apps). Safe to run twice.",
+    )
+    migrate.add_argument(
+        "--as",
+        dest="scope",
+        choices=("thread", "resource"),
+        default="thread",
+        help="the kind of scope the old scratchpads become (default: thread)",
+    )
+    migrate.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    migrate.set_defaults(handler=cmd_migrate)
     return parser
 
 
@@ -415,16 +533,23 @@ def add_scope(parser: argparse.ArgumentParser, *, allow_all: bool) -> None:
 
 
 def configure_logging(level: str) -> None:
-    """Library warnings go to stderr, so stdout carries only the command's output."""
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=False,
+    """Log records go to stderr, so stdout carries only the command's output.
+
+    The library's loggers (``noetic_scratchpad.*``) show ``level`` and up; other libraries'
+    warnings and up. Calling it again replaces the handler an earlier call installed.
+    """
+    threshold = getattr(logging, level.upper())
+    root = logging.getLogger()
+    for previous in [h for h in root.handlers if h.get_name() == PROG]:
+        root.removeHandler(previous)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(PROG)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S")
     )
+    root.addHandler(handler)
+    root.setLevel(max(threshold, logging.WARNING))
+    logging.getLogger("noetic_scratchpad").setLevel(threshold)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

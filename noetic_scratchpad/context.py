@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from .events import EventBus
+from .keys import Scope
 from .render import Tokenizer, estimate_tokens
 
 __all__ = ("ExecutionContext", "Scope")
-
-Scope = Literal["thread", "resource"]
 
 
 @dataclass(eq=False)
@@ -39,10 +38,15 @@ class ExecutionContext:
             raise ValueError("ExecutionContext needs a non-empty thread_id")
 
     def scope_key(self, scope: Scope) -> str:
-        """The key a layer of ``scope`` keeps its state under for this execution."""
+        """The id of the scope a layer of ``scope`` keeps its state in for this execution."""
+        return self.scope_of(scope)[1]
+
+    def scope_of(self, scope: Scope) -> tuple[Scope, str]:
+        """The scope a layer of ``scope`` uses: ``("resource", resource_id)``, else (no
+        resource id, or a thread layer) ``("thread", thread_id)``."""
         if scope == "resource" and self.resource_id:
-            return self.resource_id
-        return self.thread_id
+            return "resource", self.resource_id
+        return "thread", self.thread_id
 
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text`` by ``tokenize``, else the default estimate."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -64,19 +66,22 @@ def test_show_list_and_reset_after_the_demo(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("<scratchpad>\n{\n")
     assert shown.stdout.endswith("</scratchpad>\n")
-    as_json = cli("show", "--resource", "t-1", "--json", "--storage", url, cwd=tmp_path)
+    as_json = cli("show", "--thread", "t-1", "--json", "--storage", url, cwd=tmp_path)
     assert json.loads(as_json.stdout) == FINAL_STATE
+    other_kind = cli("show", "--resource", "t-1", "--json", "--storage", url, cwd=tmp_path)
+    assert other_kind.returncode == 1  # resource t-1 is another scope than thread t-1
 
     listed = cli("list", "--json", "--storage", url, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     (row,) = json.loads(listed.stdout)
     assert row["scope_key"] == "t-1"
+    assert row["scope"] == "thread"
     assert row["layer_id"] == "scratchpad"
     assert row["size"] == len(json.dumps(FINAL_STATE, separators=(",", ":")))
     assert row["updated_at"].endswith("Z")
     table = cli("list", "--storage", url, cwd=tmp_path).stdout.splitlines()
-    assert table[0].split() == ["SCOPE", "SIZE", "LAST", "WRITE", "(UTC)"]
-    assert table[1].split()[:3] == ["t-1", str(row["size"]), "B"]
+    assert table[0].split() == ["SCOPE", "ID", "SIZE", "LAST", "WRITE", "(UTC)"]
+    assert table[1].split()[:4] == ["thread", "t-1", str(row["size"]), "B"]
     assert table[-1] == f"1 scope(s) in {url}"
 
     reset = cli("reset", "--thread", "t-1", "--yes", "--storage", url, cwd=tmp_path)
@@ -160,3 +165,101 @@ def test_storage_comes_from_the_environment(tmp_path: Path) -> None:
     assert f"Scratchpad demo on {url}" in result.stdout
     assert (tmp_path / "env.db").exists()
     assert not (tmp_path / "scratchpad.db").exists()
+
+
+def test_reset_deletes_exactly_one_scope(tmp_path: Path) -> None:
+    """``reset --thread a`` deletes thread ``a`` only: threads ``a/b`` and ``a/x/y`` and
+    resource ``a`` keep their notes (it used to delete every key under the prefix ``a/``)."""
+    url = f"sqlite:///{tmp_path / 'pad.db'}"
+    script = f"""
+import anyio
+from noetic_scratchpad import Agent, AgentHarness, ScriptedModel, scratchpad
+
+async def main():
+    for scope in ("thread", "resource"):
+        harness = AgentHarness(name=scope, agent=Agent(model=ScriptedModel([])), params={{}},
+                               context_layers=[scratchpad(scope=scope)], storage={url!r})
+        async with harness:
+            for scope_id in ("a", "a/b", "a/x/y"):
+                await harness.update_state("scratchpad", {{"id": scope_id}},
+                                           thread_id="t", resource_id=scope_id)
+            if scope == "thread":
+                for scope_id in ("a", "a/b", "a/x/y"):
+                    await harness.update_state("scratchpad", {{"id": scope_id}}, thread_id=scope_id)
+anyio.run(main)
+"""
+    written = run_python("-c", script, cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    before = json.loads(cli("list", "--json", "--storage", url, cwd=tmp_path).stdout)
+    assert len(before) == 7  # thread t, three more threads, three resources
+
+    reset = cli("reset", "--thread", "a", "--yes", "--storage", url, cwd=tmp_path)
+    assert reset.stdout == "Deleted the scratchpad of thread 'a' (1 key(s)).\n"
+    after = json.loads(cli("list", "--json", "--storage", url, cwd=tmp_path).stdout)
+    assert sorted((row["scope"], row["scope_key"]) for row in after) == [
+        ("resource", "a"),
+        ("resource", "a/b"),
+        ("resource", "a/x/y"),
+        ("thread", "a/b"),
+        ("thread", "a/x/y"),
+        ("thread", "t"),
+    ]
+
+
+def test_migrate_moves_a_database_of_the_first_release(tmp_path: Path) -> None:
+    """A database the first release wrote (threads ``t1`` and ``a/b``, resource ``u42``, all
+    in one namespace) is listed as legacy, and ``migrate`` moves it to the new layout:
+    afterwards ``show`` finds each scope and ``list`` has nothing legacy left. Running it
+    again changes nothing."""
+    db = tmp_path / "legacy.db"
+    shutil.copy(Path(__file__).parent / "data" / "legacy-0.1.0.db", db)
+    url = f"sqlite:///{db}"
+    listed = json.loads(cli("list", "--json", "--storage", url, cwd=tmp_path).stdout)
+    assert sorted((row["scope"], row["scope_key"]) for row in listed) == [
+        ("legacy", "a/b"),
+        ("legacy", "t1"),
+        ("legacy", "u42"),
+    ]
+    hint = cli("show", "--thread", "t1", "--storage", url, cwd=tmp_path)
+    assert hint.returncode == 1
+    assert "migrate" in hint.stderr
+    assert "migrate" in cli("list", "--storage", url, cwd=tmp_path).stdout
+
+    moved = cli("migrate", "--yes", "--storage", url, cwd=tmp_path)
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout.startswith("Moved 3 scratchpad(s) to scopes/scratchpad/thread/.")
+    for scope_id, goal in (("t1", "thread t1"), ("a/b", "thread a/b"), ("u42", "user u42")):
+        shown = cli("show", "--thread", scope_id, "--json", "--storage", url, cwd=tmp_path)
+        assert json.loads(shown.stdout) == {"goal": goal}
+    listed = json.loads(cli("list", "--json", "--storage", url, cwd=tmp_path).stdout)
+    assert {row["scope"] for row in listed} == {"thread"}
+    again = cli("migrate", "--yes", "--storage", url, cwd=tmp_path)
+    assert again.stdout.startswith("Nothing to migrate")
+
+
+def test_migrate_as_resource_keeps_a_newer_state(tmp_path: Path) -> None:
+    """``migrate --as resource`` makes the old scopes resource scopes; where the new layout
+    already holds a scope, that newer state wins and the old one is dropped."""
+    db = tmp_path / "legacy.db"
+    shutil.copy(Path(__file__).parent / "data" / "legacy-0.1.0.db", db)
+    url = f"sqlite:///{db}"
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO scratchpad_kv VALUES "
+            "('scopes/scratchpad/resource/u42/state', '{\"goal\": \"newer\"}', 0)"
+        )
+    moved = cli("migrate", "--as", "resource", "--yes", "--storage", url, cwd=tmp_path)
+    assert moved.returncode == 0, moved.stderr
+    assert "1 had a newer state" in moved.stdout
+    shown = cli("show", "--resource", "u42", "--json", "--storage", url, cwd=tmp_path)
+    assert json.loads(shown.stdout) == {"goal": "newer"}
+    shown = cli("show", "--resource", "a/b", "--json", "--storage", url, cwd=tmp_path)
+    assert json.loads(shown.stdout) == {"goal": "thread a/b"}
+
+
+def test_an_unusable_scope_id_is_a_usage_error(tmp_path: Path) -> None:
+    """An id longer than the limit is refused with a message, exit code 1."""
+    url = f"sqlite:///{tmp_path / 'pad.db'}"
+    refused = cli("reset", "--thread", "x" * 600, "--yes", "--storage", url, cwd=tmp_path)
+    assert refused.returncode == 1
+    assert "over the limit of 512" in refused.stderr

@@ -149,6 +149,13 @@ class ScratchpadHandle:
             )
             self._reject(source, call_id, "unconfirmed", message, [])
             raise
+        except ValueError as exc:  # the backend refused the key or value: retrying won't help
+            message = (
+                f"The scratchpad could not be saved: storage refused it ({exc}); it is "
+                "unchanged, and the same update would be refused again."
+            )
+            self._reject(source, call_id, "refused", message, [])
+            raise StorageError(message) from exc
         except Exception as exc:
             message = (
                 f"The scratchpad could not be saved ({type(exc).__name__}: {exc}); it is "

@@ -7,6 +7,7 @@ and executes the tool calls, until the model answers without calling a tool.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,6 @@ from types import TracebackType
 from typing import Any, Self
 
 import anyio
-import structlog
 
 from .. import _json
 from ..context import ExecutionContext
@@ -35,7 +35,7 @@ from .tools import Agent, Tool, format_output
 
 __all__ = ("AgentHarness", "RunResult")
 
-logger = structlog.get_logger("noetic_scratchpad.runtime")
+logger = logging.getLogger("noetic_scratchpad.runtime")
 
 DEFAULT_CONTEXT_BUDGET = 8000
 DEFAULT_MAX_STEPS = 20
@@ -104,6 +104,7 @@ class AgentHarness:
         self.context_budget = context_budget
         self.max_steps = max_steps
         self.events = events or EventBus()
+        self._owns_events = events is None  # its own bus is closed by aclose()
         self.tokenize = tokenize
         self._budgets = split_budget(context_budget, [layer.budget for layer in self.layers])
         self._layer_tools, self._layer_specs = self._collect_layer_tools()
@@ -156,13 +157,24 @@ class AgentHarness:
         return self
 
     async def aclose(self) -> None:
-        """Close the backend if the harness opened it; a backend passed in stays open."""
-        backend, self._backend = self._backend, None
-        if not self._owns_backend:
-            self._backend = backend
-        elif backend is not None:
-            await backend.aclose()
-        await self.events.drain()
+        """Close the backend if the harness opened it; a backend passed in stays open.
+
+        Async event handlers still running get at most the bus's ``handler_timeout``: the
+        harness's own bus is closed (its streams end, later async handlers do not start); a
+        bus passed in is only drained, it belongs to the caller. Either way this never hangs
+        on a handler that ignores its cancellation.
+        """
+        try:
+            if self._owns_events:
+                await self.events.aclose()
+            else:
+                await self.events.drain()
+        finally:
+            backend, self._backend = self._backend, None
+            if not self._owns_backend:
+                self._backend = backend
+            elif backend is not None:
+                await backend.aclose()
 
     async def __aenter__(self) -> Self:
         return await self.open()
@@ -317,7 +329,7 @@ class AgentHarness:
     # -- the layer hooks -------------------------------------------------------------------
 
     def _scoped(self, layer: ContextLayer, ctx: ExecutionContext) -> ScopedStorage:
-        return ScopedStorage(self.storage, layer.id, ctx.scope_key(layer.scope))
+        return ScopedStorage.for_layer(self.storage, layer, ctx)
 
     async def _init_layers(self, ctx: ExecutionContext) -> dict[str, Any]:
         states: dict[str, Any] = {}
@@ -414,7 +426,7 @@ class AgentHarness:
         except StorageError as exc:
             # The details (paths, hosts, timeouts) are for the operator, not the model.
             logger.warning(
-                "tool could not save", tool=call.name, call_id=call.call_id, error=str(exc)
+                "tool could not save tool=%s call_id=%s error=%r", call.name, call.call_id, str(exc)
             )
             return error(
                 f"The tool {call.name!r} could not save: storage failed or did not answer "
@@ -423,11 +435,11 @@ class AgentHarness:
             )
         except Exception as exc:
             logger.warning(
-                "tool failed",
-                tool=call.name,
-                call_id=call.call_id,
-                execution_id=ctx.execution_id,
-                error=f"{type(exc).__name__}: {exc}",
+                "tool failed tool=%s call_id=%s execution_id=%s error=%r",
+                call.name,
+                call.call_id,
+                ctx.execution_id,
+                f"{type(exc).__name__}: {exc}",
             )
             return error(f"The tool {call.name!r} failed: {type(exc).__name__}: {exc}")
 

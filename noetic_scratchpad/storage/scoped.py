@@ -3,31 +3,52 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
 
+from ..keys import Scope, scope_prefix
 from .base import EncodedUpdateFn, JsonValue, StorageBackend, UpdateFn
+
+if TYPE_CHECKING:
+    from ..context import ExecutionContext
 
 __all__ = ("ScopedStorage", "scope_prefix")
 
 
-def scope_prefix(layer_id: str, scope_key: str) -> str:
-    """Where a layer's keys for one scope live: ``layers/{layer_id}/{scope_key}/``."""
-    return f"layers/{layer_id}/{scope_key}/"
+class ScopedLayer(Protocol):
+    """What :meth:`ScopedStorage.for_layer` needs of a layer."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def scope(self) -> Scope: ...
 
 
 class ScopedStorage:
-    """A backend seen through the prefix ``layers/{layer_id}/{scope_key}/``.
+    """A backend seen through one scope's prefix (see :mod:`noetic_scratchpad.keys`).
 
-    The scratchpad's state is the key ``state`` here, so its full key is
-    ``layers/scratchpad/{scope_key}/state``.
+    ``ScopedStorage(backend, "scratchpad", "t1")`` is thread ``t1``'s view, whose state is
+    the key ``scopes/scratchpad/thread/t1/state``; ``scope="resource"`` gives a
+    resource's (a user's), in a part of the key space of its own.
     """
 
-    def __init__(self, backend: StorageBackend, layer_id: str, scope_key: str) -> None:
-        if not scope_key:
-            raise ValueError("scope_key must be a non-empty string (a thread or resource id)")
+    def __init__(
+        self, backend: StorageBackend, layer_id: str, scope_key: str, scope: Scope = "thread"
+    ) -> None:
         self.backend = backend
         self.layer_id = layer_id
+        self.scope = scope
         self.scope_key = scope_key
-        self.prefix = scope_prefix(layer_id, scope_key)
+        self.prefix = scope_prefix(layer_id, scope, scope_key)  # ValueError for a bad id
+
+    @classmethod
+    def for_layer(
+        cls, backend: StorageBackend, layer: ScopedLayer, ctx: ExecutionContext
+    ) -> ScopedStorage:
+        """The view ``layer`` gets in the execution ``ctx``: its thread's scope, or for a
+        ``scope="resource"`` layer the resource's (the thread's when ``ctx`` has none)."""
+        kind, scope_id = ctx.scope_of(layer.scope)
+        return cls(backend, layer.id, scope_id, kind)
 
     def full_key(self, key: str) -> str:
         return self.prefix + key
@@ -60,4 +81,7 @@ class ScopedStorage:
         return await self.backend.update_encoded(self.prefix + key, fn)
 
     def __repr__(self) -> str:
-        return f"ScopedStorage({self.backend!r}, {self.layer_id!r}, {self.scope_key!r})"
+        return (
+            f"ScopedStorage({self.backend!r}, {self.layer_id!r}, {self.scope_key!r}, "
+            f"scope={self.scope!r})"
+        )

@@ -57,8 +57,8 @@ def bind() -> Bind:
     ) -> BoundScope:
         backend = backend or MemoryStorage()
         ctx = ExecutionContext(thread_id=thread_id, resource_id=resource_id)
-        scope_key = ctx.scope_key(layer.scope)
-        storage = ScopedStorage(backend, layer.id, scope_key)
+        storage = ScopedStorage.for_layer(backend, layer, ctx)
+        scope_key = storage.scope_key
         if stored is not None:
             await storage.set("state", stored)
         result = await layer.hooks.init(storage=storage, scope_key=scope_key, ctx=ctx)

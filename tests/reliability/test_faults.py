@@ -33,7 +33,7 @@ from noetic_scratchpad.testing import FaultyStorage, InjectedFault, capture_even
 
 from .helpers import write_lock_held
 
-STATE_KEY = "layers/scratchpad/t1/state"
+STATE_KEY = "scopes/scratchpad/thread/t1/state"
 PRIOR = {"goal": "ship the release", "steps": ["write tests"], "notes": {"owner": "ana"}}
 
 
@@ -42,7 +42,7 @@ async def bind(
 ) -> tuple[ExecutionContext, ScratchpadHandle]:
     """Run the layer's init for thread ``t1`` on ``backend`` and return the bound handle."""
     ctx = ExecutionContext(thread_id="t1", events=bus or EventBus())
-    scoped = ScopedStorage(backend, layer.id, ctx.scope_key(layer.scope))
+    scoped = ScopedStorage.for_layer(backend, layer, ctx)
     await layer.hooks.init(storage=scoped, scope_key=scoped.scope_key, ctx=ctx)
     handle = ctx.context[layer.id]
     assert isinstance(handle, ScratchpadHandle)
@@ -162,7 +162,7 @@ async def test_store_hook_with_storage_down_changes_nothing(faulty: FaultyStorag
     layer = scratchpad()
     ctx, handle = await bind(layer, faulty)
     await handle.update(PRIOR)
-    before = await faulty.inner.describe("layers/")
+    before = await faulty.inner.describe("scopes/")
     faulty.fail_on = {"update"}
     calls = [
         FunctionCall(call_id=f"c{i}", name="scratchpad/update", arguments=f'{{"n": {i}}}')
@@ -179,7 +179,7 @@ async def test_store_hook_with_storage_down_changes_nothing(faulty: FaultyStorag
         ("storage", "c2"),
     ]
     assert await faulty.inner.get(STATE_KEY) == PRIOR
-    assert [(i.key, i.size) for i in await faulty.inner.describe("layers/")] == [
+    assert [(i.key, i.size) for i in await faulty.inner.describe("scopes/")] == [
         (i.key, i.size) for i in before
     ]
 
@@ -616,3 +616,24 @@ async def test_faulty_storage_stall_ends_after_stall_for() -> None:
         await anyio.sleep(0.02)
         assert await inner.get("k") == {"v": 1}  # written, not yet acknowledged
     assert 0.1 <= time.perf_counter() - started < 2
+
+
+@pytest.mark.asyncio
+async def test_a_write_storage_refuses_is_not_reported_as_retryable(
+    storage: StorageBackend,
+) -> None:
+    """When the backend refuses a write with ValueError (PostgreSQL: a key too long for its
+    index), the caller gets StorageError and the event says ``refused``, never "try again
+    later": the same write would fail the same way."""
+    faulty = FaultyStorage(
+        storage, fail_on={"update"}, error=ValueError("the key is too long for the index")
+    )
+    ctx, handle = await bind(scratchpad(), faulty)
+    with capture_events(ctx.events) as events, pytest.raises(StorageError) as caught:
+        await handle.update({"n": 1})
+    (rejected,) = events.of(UpdateRejected)
+    assert rejected.reason == "refused"
+    assert "too long" in rejected.message
+    assert "later" not in rejected.message
+    assert str(caught.value) == rejected.message
+    assert await storage.get(STATE_KEY) is None

@@ -135,11 +135,13 @@ async def test_sigkill_while_streaming_loses_no_acknowledged_update(
 
     async with await open_storage(url) as storage:
         for scope in range(SCOPES):
-            stored = await storage.get(f"layers/scratchpad/t{scope}/state")
+            stored = await storage.get(f"scopes/scratchpad/thread/t{scope}/state")
             for writer in range(scope, TASKS, SCOPES):
                 check_writer_state(stored, writer, last[writer], why)
-        await storage.update("layers/scratchpad/t0/state", lambda s: {**(s or {}), "after": 1})
-        reopened = await storage.get("layers/scratchpad/t0/state")
+        await storage.update(
+            "scopes/scratchpad/thread/t0/state", lambda s: {**(s or {}), "after": 1}
+        )
+        reopened = await storage.get("scopes/scratchpad/thread/t0/state")
         assert reopened is not None
         assert reopened["after"] == 1
 
@@ -203,7 +205,7 @@ async def test_sigkill_of_one_writer_process_never_blocks_or_corrupts_another(
         assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)], why
     async with await open_storage(url) as storage:
         for scope in range(SCOPES):
-            stored = await storage.get(f"layers/scratchpad/t{scope}/state")
+            stored = await storage.get(f"scopes/scratchpad/thread/t{scope}/state")
             for writer in range(scope, 2 * TASKS, SCOPES):
                 acked = killed[writer] if writer < TASKS else survived[writer]
                 check_writer_state(stored, writer, acked, why)

@@ -73,7 +73,7 @@ async def run_bad_call(
     after_bad: dict[str, bytes] = {}
 
     async def snapshot_then_fix(request: ModelRequest) -> list[Any]:
-        after_bad["state"] = _json.dumps(await backend.get("layers/scratchpad/t1/state"))
+        after_bad["state"] = _json.dumps(await backend.get("scopes/scratchpad/thread/t1/state"))
         return [call("fixed", fixed_arguments)]
 
     recorder = Recorder([])  # it only looks; snapshot_then_fix answers
@@ -82,13 +82,18 @@ async def run_bad_call(
     harness = AgentHarness("a", Agent(model=model), context_layers=[layer], storage=backend)
     async with harness:
         await harness.update_state("scratchpad", PRIOR, thread_id="t1")
-        before = _json.dumps(await backend.get("layers/scratchpad/t1/state"))
+        before = _json.dumps(await backend.get("scopes/scratchpad/thread/t1/state"))
         with capture_events(harness.events) as events:
             result = await harness.run("go", thread_id="t1")
     assert result.output == "Done."
     assert after_bad["state"] == before  # the refused call changed nothing, byte for byte
     assert recorder.seen is not None
-    return recorder.seen, harness, list(events), await backend.get("layers/scratchpad/t1/state")
+    return (
+        recorder.seen,
+        harness,
+        list(events),
+        await backend.get("scopes/scratchpad/thread/t1/state"),
+    )
 
 
 def _chain(recorder: Recorder, then: Any) -> Any:
@@ -211,7 +216,7 @@ async def test_read_only_scratchpad_is_not_offered_and_a_call_is_refused() -> No
     model that calls it anyway gets an error listing the tools it has, and the state does
     not change."""
     backend = MemoryStorage()
-    await backend.set("layers/scratchpad/t1/state", PRIOR)
+    await backend.set("scopes/scratchpad/thread/t1/state", PRIOR)
     recorder = Recorder("Done.")
     model = ScriptedModel([[call("bad", '{"currentGoal": "x"}')], recorder])
     harness = AgentHarness(
@@ -228,7 +233,7 @@ async def test_read_only_scratchpad_is_not_offered_and_a_call_is_refused() -> No
     assert recorder.seen.output == (
         "There is no tool named 'scratchpad/update'. Available tools: none."
     )
-    assert await backend.get("layers/scratchpad/t1/state") == PRIOR
+    assert await backend.get("scopes/scratchpad/thread/t1/state") == PRIOR
 
 
 # -- storage faults on the tool path ------------------------------------------------------------
@@ -274,7 +279,7 @@ async def test_broken_write_gives_the_model_an_error_and_the_run_goes_on() -> No
     assert "InjectedFault" not in output.output  # details are for the operator, not the model
     assert rejection(events).reason == "storage"
     assert "The scratchpad could not be saved (InjectedFault: " in rejection(events).message
-    assert await backend.inner.get("layers/scratchpad/t1/state") == PRIOR
+    assert await backend.inner.get("scopes/scratchpad/thread/t1/state") == PRIOR
     assert result.states["scratchpad"] == PRIOR
 
 
@@ -293,7 +298,7 @@ async def test_stalled_write_gives_the_model_a_timeout_error_and_the_run_goes_on
     assert rejection(events).reason == "timeout"
     assert "The scratchpad did not answer within 0.2 s" in rejection(events).message
     assert elapsed < 5
-    assert await backend.inner.get("layers/scratchpad/t1/state") == PRIOR
+    assert await backend.inner.get("scopes/scratchpad/thread/t1/state") == PRIOR
 
 
 @pytest.mark.asyncio
@@ -320,7 +325,7 @@ async def test_failing_and_hanging_subscribers_do_not_stop_a_run() -> None:
     assert not output.is_error
     assert output.output == "Scratchpad updated (currentGoal)."
     assert [e.call_id for e in events if isinstance(e, UpdateApplied)] == ["seed", "bad"]
-    assert await backend.inner.get("layers/scratchpad/t1/state") == {
+    assert await backend.inner.get("scopes/scratchpad/thread/t1/state") == {
         **PRIOR,
         "currentGoal": "changed",
     }
@@ -342,7 +347,7 @@ async def test_locked_sqlite_gives_the_model_an_error_and_the_run_goes_on(tmp_pa
     try:
         async with harness:
             await harness.update_state("scratchpad", PRIOR, thread_id="t1")
-            async with write_lock_held(path, "layers/scratchpad/t1/state"):
+            async with write_lock_held(path, "scopes/scratchpad/thread/t1/state"):
                 with capture_events(harness.events) as events:
                     result = await harness.run("go", thread_id="t1")
             await harness.update_state("scratchpad", {"blockers": []}, thread_id="t1")
@@ -367,7 +372,7 @@ async def test_state_that_cannot_be_loaded_fails_the_run_before_the_model_is_cal
     that error before the model is called (it would otherwise work without its notes), and
     nothing stored changes. The next run, with the backend healthy, sees the state."""
     backend = FaultyStorage(MemoryStorage())
-    await backend.inner.set("layers/scratchpad/t1/state", PRIOR)
+    await backend.inner.set("scopes/scratchpad/thread/t1/state", PRIOR)
     model = ScriptedModel(["Done."])
     harness = AgentHarness("a", Agent(model=model), context_layers=[scratchpad()], storage=backend)
     async with harness:
@@ -382,4 +387,4 @@ async def test_state_that_cannot_be_loaded_fails_the_run_before_the_model_is_cal
     assert result.output == "Done."
     block = "<scratchpad>\n" + json.dumps(PRIOR, indent=2) + "\n</scratchpad>"
     assert block in model.requests[0].messages("developer")
-    assert await backend.inner.get("layers/scratchpad/t1/state") == PRIOR
+    assert await backend.inner.get("scopes/scratchpad/thread/t1/state") == PRIOR

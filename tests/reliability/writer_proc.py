@@ -38,7 +38,7 @@ async def main(url: str, tasks: int, scopes: int, updates: int, first: int = 0) 
 
         async def writer(index: int) -> None:
             ctx = ExecutionContext(thread_id=f"t{index % scopes}")
-            scoped = ScopedStorage(storage, layer.id, ctx.scope_key(layer.scope))
+            scoped = ScopedStorage.for_layer(storage, layer, ctx)
             await layer.hooks.init(storage=scoped, scope_key=scoped.scope_key, ctx=ctx)
             handle = ctx.context[layer.id]
             assert isinstance(handle, ScratchpadHandle)

@@ -23,7 +23,7 @@ async def main(url: str, index: int, writes: int, thread_id: str) -> None:
     layer = scratchpad(scope="thread")
     async with await open_storage(url, pool_size=2) as storage:
         ctx = ExecutionContext(thread_id=thread_id)
-        scoped = ScopedStorage(storage, layer.id, ctx.scope_key(layer.scope))
+        scoped = ScopedStorage.for_layer(storage, layer, ctx)
         await layer.hooks.init(storage=scoped, scope_key=scoped.scope_key, ctx=ctx)
         handle = ctx.context[layer.id]
         assert isinstance(handle, ScratchpadHandle)

@@ -302,22 +302,46 @@ async def test_async_with_closes(storage: StorageBackend) -> None:
 
 
 async def test_scoped_storage_key_layout(storage: StorageBackend) -> None:
-    """ScopedStorage keeps a scope's keys under layers/{layer_id}/{scope_key}/."""
+    """ScopedStorage keeps a scope's keys under scopes/{layer_id}/{kind}/{encoded id}/."""
     scoped = ScopedStorage(storage, "scratchpad", "thread-1")
     other = ScopedStorage(storage, "scratchpad", "thread-10")
     await scoped.set("state", {"goal": "g"})
     await other.set("state", "other")
     await scoped.update("extra", lambda current: [current])
-    assert await storage.get("layers/scratchpad/thread-1/state") == {"goal": "g"}
-    assert await storage.get("layers/scratchpad/thread-1/extra") == [None]
+    assert await storage.get("scopes/scratchpad/thread/thread-1/state") == {"goal": "g"}
+    assert await storage.get("scopes/scratchpad/thread/thread-1/extra") == [None]
     assert await scoped.list() == ["extra", "state"]
     assert await scoped.get_many(["state", "missing"]) == {"state": {"goal": "g"}}
     await scoped.delete("extra")
-    assert await storage.list("layers/") == [
-        "layers/scratchpad/thread-1/state",
-        "layers/scratchpad/thread-10/state",
+    assert await storage.list("scopes/") == [
+        "scopes/scratchpad/thread/thread-1/state",
+        "scopes/scratchpad/thread/thread-10/state",
     ]
-    assert scoped.full_key("state") == "layers/scratchpad/thread-1/state"
+    assert scoped.full_key("state") == "scopes/scratchpad/thread/thread-1/state"
+
+
+async def test_thread_and_resource_scopes_never_share_keys(storage: StorageBackend) -> None:
+    """Thread ``u42`` and resource (user) ``u42`` are two scopes, and so are ``a``, ``a/b``,
+    ``a%2Fb`` and ``..``: no id reaches into another's keys, and listing (or deleting)
+    one scope's prefix never touches another's."""
+    ids = ["u42", "a", "a/b", "a%2Fb", "a/x/y", "..", ".", "a/", "%", "用户"]
+    scopes = [
+        ScopedStorage(storage, "scratchpad", scope_id, kind)
+        for kind in ("thread", "resource")
+        for scope_id in ids
+    ]
+    for scoped in scopes:
+        await scoped.set("state", {"owner": [scoped.scope, scoped.scope_key]})
+    assert len({scoped.prefix for scoped in scopes}) == len(scopes)
+    for scoped in scopes:
+        assert await scoped.get("state") == {"owner": [scoped.scope, scoped.scope_key]}
+        assert await scoped.list() == ["state"]
+    thread_a = ScopedStorage(storage, "scratchpad", "a")
+    for key in await storage.list(thread_a.prefix):
+        await storage.delete(key)
+    assert await thread_a.get("state") is None
+    left = [scoped for scoped in scopes if scoped.prefix != thread_a.prefix]
+    assert all([await scoped.get("state") is not None for scoped in left])
 
 
 async def test_same_key_updates_chain(storage: StorageBackend) -> None:

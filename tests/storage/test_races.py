@@ -45,7 +45,7 @@ async def bind(
 
 
 def stored_key(scope: str) -> str:
-    return f"layers/scratchpad/{scope}/state"
+    return f"scopes/scratchpad/thread/{scope}/state"
 
 
 @pytest.mark.asyncio
@@ -138,7 +138,7 @@ async def test_lock_registries_empty_after_10000_scopes(
 
     for start in range(0, len(scopes), 1000):
         await asyncio.gather(*(write(scope) for scope in scopes[start : start + 1000]))
-    assert len(await storage.list("layers/scratchpad/")) == count
+    assert len(await storage.list("scopes/scratchpad/thread/")) == count
     last = f"thread-{count - 1}"
     assert await storage.get(stored_key(last)) == {"scope": last}
     batchers = [obj for obj in gc.get_objects() if isinstance(obj, KeyedBatcher)]
