@@ -52,6 +52,8 @@ from ..errors import (
     StorageOutcomeUnknownError,
 )
 from ..locks import KeyedBatcher
+from ._options import int_option
+from ._prefix import prefix_upper_bound
 from .base import EncodedUpdateFn, JsonValue, KeyInfo, StorageBackend, UpdateFn, with_json
 
 __all__ = ("DEFAULT_TABLE", "PostgresSettings", "PostgresStorage", "parse_postgres_url")
@@ -166,9 +168,9 @@ def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
 
     table = str(merged.get("table", DEFAULT_TABLE))
     _check_table_name(table)
-    pool_size = _size(merged, "pool_size", minimum=1)
-    max_size = _size(merged, "max_size", minimum=1)
-    min_size = _size(merged, "min_size", minimum=0)
+    pool_size = _size_option(merged, "pool_size", minimum=1)
+    max_size = _size_option(merged, "max_size", minimum=1)
+    min_size = _size_option(merged, "min_size", minimum=0)
     if pool_size is not None and max_size is not None and pool_size != max_size:
         raise StorageConfigError(
             f"pool_size={pool_size} and max_size={max_size} disagree; give one of them "
@@ -268,8 +270,7 @@ class PostgresStorage(StorageBackend):
         settings = parse_postgres_url(
             url, table=table, pool_size=pool_size, min_size=min_size, max_size=max_size
         )
-        if max_batch < 1:
-            raise StorageConfigError(f"max_batch must be at least 1, not {max_batch}")
+        max_batch = int_option("max_batch", max_batch, minimum=1)
         try:
             pool = await asyncpg.create_pool(
                 settings.dsn,
@@ -489,7 +490,7 @@ class PostgresStorage(StorageBackend):
     async def _fetch_prefix(
         self, conn: asyncpg.Connection, prefix: str, every: str, start: str, between: str
     ) -> builtins.list[asyncpg.Record]:
-        upper = _prefix_upper_bound(prefix)
+        upper = prefix_upper_bound(prefix)
         rows: builtins.list[asyncpg.Record]
         if not prefix:
             rows = await conn.fetch(every)
@@ -660,17 +661,10 @@ def _unescape_token(match: re.Match[bytes]) -> bytes:
     return _SENTINEL if match[1] == _SENTINEL else b"\\u0000"
 
 
-def _prefix_upper_bound(prefix: str) -> str | None:
-    """The least string above every string that starts with ``prefix`` (code point order),
-    or ``None`` when there is none."""
-    chars = builtins.list(prefix)
-    while chars:
-        code = ord(chars.pop()) + 1
-        if code <= 0x10FFFF:
-            if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be sent as UTF-8
-                code = 0xE000
-            return "".join(chars) + chr(code)
-    return None
+def _size_option(options: Mapping[str, Any], name: str, *, minimum: int) -> int | None:
+    """The pool size option ``name``, or ``None`` when it is not given."""
+    raw = options.get(name)
+    return None if raw is None else int_option(name, raw, minimum=minimum)
 
 
 def _check_table_name(table: str) -> None:
@@ -684,21 +678,6 @@ def _check_table_name(table: str) -> None:
             f"underscores, not starting with a digit, at most {_MAX_IDENTIFIER_BYTES} "
             "characters, optionally schema-qualified (myschema.scratchpad_kv)"
         )
-
-
-def _size(options: Mapping[str, Any], name: str, *, minimum: int) -> int | None:
-    raw = options.get(name)
-    if raw is None:
-        return None
-    if isinstance(raw, bool):
-        raise StorageConfigError(f"{name} must be an integer, not {raw!r}")
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise StorageConfigError(f"{name} must be an integer, not {raw!r}") from None
-    if value < minimum or (isinstance(raw, str) and str(value) != raw.strip()):
-        raise StorageConfigError(f"{name} must be an integer of at least {minimum}, not {raw!r}")
-    return value
 
 
 _SQL_COLUMNS = (

@@ -79,7 +79,7 @@ def test_keyword_options_win_over_url() -> None:
 @pytest.mark.parametrize(
     ("url", "options", "message"),
     [
-        ("postgresql://u@h/db?pool_size=ten", {}, "pool_size must be an integer"),
+        ("postgresql://u@h/db?pool_size=ten", {}, "pool_size='ten' must be an integer"),
         ("postgresql://u@h/db?pool_size=0", {}, "at least 1"),
         ("postgresql://u@h/db?min_size=-1", {}, "at least 0"),
         ("postgresql://u@h/db?pool_size=5&max_size=6", {}, "disagree"),

@@ -29,6 +29,7 @@ from noetic_scratchpad import (
     scratchpad,
 )
 from noetic_scratchpad.storage.sqlite import SqliteStorage, parse_sqlite_url
+from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 from noetic_scratchpad.testing import capture_events
 
 from .helpers import finish, python, write_lock_held_by_another_process
@@ -48,8 +49,9 @@ async def db(tmp_path: Path) -> AsyncIterator[SqliteStorage]:
 
 
 async def pragma(storage: SqliteStorage, name: str) -> Any:
-    rows = list(await storage._writer.execute_fetchall(f"PRAGMA {name}"))
-    return rows[0][0]
+    """A PRAGMA's value as the writer connection sees it (run in that connection's thread)."""
+    writer = storage._writer
+    return await writer.call(lambda: writer.conn.execute(f"PRAGMA {name}").fetchone()[0])
 
 
 # -- URLs and options -----------------------------------------------------------------------
@@ -331,17 +333,18 @@ async def test_locked_database_through_the_layer(tmp_path: Path) -> None:
 
 
 class BatchSpy:
-    """Records the size of each transaction a SqliteStorage runs."""
+    """Records the size of each transaction a SqliteStorage runs (SqliteWriter.transaction
+    runs one batch of writes as one transaction)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sizes: list[int] = []
-        original = SqliteStorage._transaction
+        original = SqliteWriter.transaction
 
-        def spy(storage: SqliteStorage, jobs: Sequence[Any]) -> list[Any]:
+        def spy(writer: SqliteWriter, jobs: Sequence[Any]) -> list[Any]:
             self.sizes.append(len(jobs))
-            return original(storage, jobs)
+            return original(writer, jobs)
 
-        monkeypatch.setattr(SqliteStorage, "_transaction", spy)
+        monkeypatch.setattr(SqliteWriter, "transaction", spy)
 
 
 @pytest.mark.asyncio
@@ -446,8 +449,8 @@ async def test_rows_it_committed_are_not_read_again_until_another_connection_wri
     path = tmp_path / "v.db"
     async with await SqliteStorage.open(url_of(path)) as storage:
         statements: list[str] = []
-        writer = storage._writer_conn
-        await storage._writer._execute(writer.set_trace_callback, statements.append)  # type: ignore[no-untyped-call]
+        writer = storage._writer
+        await writer.call(writer.conn.set_trace_callback, statements.append)
 
         def reads() -> int:
             return sum(1 for sql in statements if sql.startswith("SELECT CAST(value"))
@@ -537,7 +540,7 @@ async def test_a_failed_commit_fails_the_whole_batch(
                 "BEGIN INSERT INTO child VALUES ('nobody'); END"
             )
 
-        await storage._writer._execute(fail_commit, storage._writer_conn)  # type: ignore[no-untyped-call]
+        await storage._writer.call(fail_commit, storage._writer.conn)
         outcomes = await asyncio.gather(
             storage.update("a", lambda current: "changed"),
             storage.update("b", lambda current: "new"),

@@ -1,0 +1,170 @@
+""":class:`SqliteStorage`: the storage contract on one SQLite file.
+
+Reads run on a read-only connection, one thread hop each, and never wait for a write
+transaction (WAL). Writes are queued on a :class:`~noetic_scratchpad.locks.KeyedBatcher`
+with a single key: the writes that arrive while a transaction runs make up the next one
+(group commit), which :class:`~.writer.SqliteWriter` runs in one thread hop.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import aiosqlite
+import anyio
+
+from ... import _json
+from ...errors import StorageError
+from ...locks import KeyedBatcher
+from ..base import EncodedUpdateFn, JsonValue, KeyInfo, StorageBackend, UpdateFn, with_json
+from .connection import (
+    check_aiosqlite,
+    fetch_all,
+    open_connections,
+    raw_connection,
+    run_in_connection_thread,
+)
+from .options import SqliteOptions, check_path, parse_sqlite_url
+from .table import TableSql, decode_row
+from .writer import DeleteJob, Job, SetJob, SqliteWriter, UpdateJob
+
+__all__ = ("SqliteStorage",)
+
+#: Keys per ``IN (...)`` query: under SQLite's smallest host-parameter limit (999).
+_GET_MANY_CHUNK = 500
+
+
+class SqliteStorage(StorageBackend):
+    """A :class:`StorageBackend` on one SQLite file in WAL mode.
+
+    Open it with ``await SqliteStorage.open("sqlite:///scratchpad.db")`` (or
+    ``open_storage``). Values are stored as JSON text in one table,
+    ``(key TEXT PRIMARY KEY, value TEXT, updated_at REAL)``, created on first open.
+    """
+
+    url = "sqlite://"
+
+    def __init__(
+        self,
+        options: SqliteOptions,
+        writer: aiosqlite.Connection,
+        reader: aiosqlite.Connection,
+    ) -> None:
+        self.options = options
+        self.path = options.path
+        self._sql = TableSql(options.table)
+        self._writer = SqliteWriter(writer, options, self._sql)
+        self._reader = reader
+        self._batcher: KeyedBatcher[None, Job, Any] = KeyedBatcher(
+            self._run_batch, max_batch=options.max_batch
+        )
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"SqliteStorage({self.path!r}, synchronous={self.options.synchronous!r})"
+
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> SqliteStorage:
+        """Open (and create when missing) the database file of ``url``.
+
+        Options, in the URL's query or as keyword arguments: ``synchronous`` (``normal``,
+        the default, or ``full``/``extra``), ``busy_timeout`` (ms, default 5000),
+        ``busy_retries`` (default 2), ``max_batch`` (default 256), ``table``.
+        """
+        check_aiosqlite()
+        parsed = parse_sqlite_url(url, **options)
+        parsed = dataclasses.replace(parsed, path=check_path(parsed.path))
+        writer, reader = await open_connections(parsed)
+        return cls(parsed, writer, reader)
+
+    # -- reads: one hop each, on the read-only connection ----------------------------------
+
+    async def get(self, key: str) -> JsonValue | None:
+        found = await self._get_row(key)
+        return None if found is None else found[0]
+
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        return [key for (key,) in await self._read(*self._sql.keys(prefix))]
+
+    async def get_many(self, keys: Iterable[str]) -> dict[str, JsonValue]:
+        wanted = builtins.list(dict.fromkeys(keys))
+        found: dict[str, JsonValue] = {}
+        for start in range(0, len(wanted), _GET_MANY_CHUNK):
+            chunk = wanted[start : start + _GET_MANY_CHUNK]
+            for key, data in await self._read(self._sql.get_many(len(chunk)), chunk):
+                found[key] = decode_row(self.path, key, data)[0]
+        return {key: found[key] for key in wanted if key in found}
+
+    async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
+        rows = await self._read(*self._sql.describe(prefix))
+        return [KeyInfo(key, size, updated_at) for key, size, updated_at in rows]
+
+    async def _get_row(self, key: str) -> tuple[JsonValue, str] | None:
+        """The value at ``key`` and the JSON text it was decoded from, or ``None``."""
+        for (data,) in await self._read(self._sql.get, (key,)):
+            return decode_row(self.path, key, data)
+        return None
+
+    async def _read(self, sql: str, params: Sequence[Any]) -> builtins.list[Any]:
+        if self._closed:
+            raise self._closed_error()
+        try:
+            rows = await run_in_connection_thread(
+                self._reader, fetch_all, raw_connection(self._reader), sql, params
+            )
+        except sqlite3.Error as exc:
+            raise StorageError(
+                f"reading the SQLite database {self.path} failed ({exc}); check that the file "
+                "is intact and readable"
+            ) from exc
+        return builtins.list(rows)
+
+    # -- writes: one writer per process, group commit --------------------------------------
+
+    async def set(self, key: str, value: JsonValue) -> None:
+        text = _json.dumps(value).decode()  # ValueError here: nothing is queued
+        await self._submit(SetJob(key, text))
+
+    async def delete(self, key: str) -> None:
+        await self._submit(DeleteJob(key))
+
+    async def update(self, key: str, fn: UpdateFn) -> JsonValue:
+        return await self._submit(UpdateJob(key, with_json(fn)))
+
+    async def _submit(self, job: Job) -> Any:
+        if self._closed:
+            raise self._closed_error()
+        return await self._batcher.submit(None, job)
+
+    async def _run_batch(self, _key: None, jobs: builtins.list[Job]) -> builtins.list[Any]:
+        return await self._writer.run(jobs)
+
+    # -- closing ----------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Wait for queued writes to commit, then close both connections. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._batcher.wait_idle()
+            await self._writer.close()
+            await self._reader.close()
+
+    def _closed_error(self) -> StorageError:
+        return StorageError(
+            f"the SQLite storage {self.path} is closed; open it again with open_storage()"
+        )
+
+    # -- the JSON-text variants of StorageBackend: get_encoded, update_encoded ----------------
+    # Thin wrappers over what get and update use: dropping them drops nothing else.
+
+    async def get_encoded(self, key: str) -> tuple[JsonValue, str | None] | None:
+        return await self._get_row(key)
+
+    async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
+        return await self._submit(UpdateJob(key, fn))
