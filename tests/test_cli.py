@@ -156,6 +156,58 @@ def test_help_everywhere_and_version(tmp_path: Path) -> None:
     assert version.stdout == f"noetic-scratchpad {__version__}\n"
 
 
+COMMANDS = ("demo", "show", "list", "reset", "migrate")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_of_every_command_exits_0_with_usage_on_stdout(tmp_path: Path, command: str) -> None:
+    """``COMMAND --help`` prints that command's usage on stdout, nothing on stderr, exit 0."""
+    shown = cli(command, "--help", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"usage: noetic-scratchpad {command} ")
+    assert shown.stderr == ""
+    for other in (c for c in COMMANDS if c != command):
+        assert f"noetic-scratchpad {other} " not in shown.stdout
+
+
+def test_an_unknown_command_exits_2_with_usage_on_stderr(tmp_path: Path) -> None:
+    """A command that does not exist is a usage error: usage and the choices on stderr."""
+    unknown = cli("frobnicate", cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert unknown.stdout == ""
+    assert unknown.stderr.startswith("usage: noetic-scratchpad")
+    assert "invalid choice: 'frobnicate'" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+
+
+def test_list_json_without_a_scratchpad_prints_an_empty_list(tmp_path: Path) -> None:
+    """``list --json`` prints ``[]`` both for a database file that does not exist (and does
+    not create it) and for one that holds other keys but no scratchpad."""
+    url = f"sqlite:///{tmp_path / 'pad.db'}"
+    missing = cli("list", "--json", "--storage", url, cwd=tmp_path)
+    assert missing.returncode == 0, missing.stderr
+    assert missing.stdout == "[]\n"
+    assert not (tmp_path / "pad.db").exists()
+
+    script = f"""
+import anyio
+from noetic_scratchpad import open_storage
+
+async def main():
+    backend = await open_storage({url!r})
+    await backend.set("unrelated/key", {{"not": "a scratchpad"}})
+    await backend.aclose()
+anyio.run(main)
+"""
+    written = run_python("-c", script, cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "pad.db").exists()
+    empty = cli("list", "--json", "--storage", url, cwd=tmp_path)
+    assert empty.returncode == 0, empty.stderr
+    assert empty.stdout == "[]\n"
+    assert empty.stderr == ""
+
+
 def test_storage_comes_from_the_environment(tmp_path: Path) -> None:
     """With no ``--storage``, ``$NOETIC_SCRATCHPAD_STORAGE`` chooses the database."""
     url = f"sqlite:///{tmp_path / 'env.db'}"

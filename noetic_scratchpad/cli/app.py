@@ -1,0 +1,62 @@
+"""``main``: parse the arguments, set up logging, run the command, map failures to exit codes.
+
+Exit codes: 0 success, 1 a runtime error (one line on stderr), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from ..errors import ScratchpadError
+from .common import PROG, CliError
+from .parser import build_parser
+
+__all__ = ("configure_logging", "main")
+
+
+def configure_logging(level: str) -> None:
+    """Log records go to stderr, so stdout carries only the command's output.
+
+    The library's loggers (``noetic_scratchpad.*``) show ``level`` and up; other libraries'
+    warnings and up. Calling it again replaces the handler an earlier call installed.
+    """
+    threshold = getattr(logging, level.upper())
+    root = logging.getLogger()
+    for previous in [h for h in root.handlers if h.get_name() == PROG]:
+        root.removeHandler(previous)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(PROG)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S")
+    )
+    root.addHandler(handler)
+    root.setLevel(max(threshold, logging.WARNING))
+    logging.getLogger("noetic_scratchpad").setLevel(threshold)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits with 2 on a usage error
+    configure_logging(args.log_level or ("error" if args.command == "demo" else "warning"))
+    handler: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.handler
+    try:
+        return asyncio.run(handler(args))
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one line, no traceback: the message says what to do
+        print(f"{PROG}: error: {error_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def error_line(exc: Exception) -> str:
+    """The message of a failure; its type too unless it is one of the expected kinds."""
+    if isinstance(exc, CliError | ScratchpadError | OSError | ValueError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

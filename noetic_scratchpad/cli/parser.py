@@ -1,0 +1,131 @@
+"""The command line's arguments: the program's options and one subparser per command."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TypeAlias
+
+from .. import __version__
+from .common import DEFAULT_STORAGE, PROG
+from .demo import cmd_demo
+from .migrate import cmd_migrate
+from .scopes import cmd_list, cmd_reset, cmd_show
+
+# ``add_parser`` of the object ``add_subparsers`` returns: it makes one command's parser.
+AddParser: TypeAlias = Callable[..., argparse.ArgumentParser]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="An agent's working memory: run the demo, inspect and reset scratchpads.",
+        epilog=f"Storage: --storage URL, else $NOETIC_SCRATCHPAD_STORAGE, else {DEFAULT_STORAGE}.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="library log messages on stderr at or above this level "
+        "(default: warning; error for demo, which prints every diagnostic itself)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    storage, layer = shared_options()
+    add_demo(commands.add_parser, storage)
+    for add_command in (add_show, add_list, add_reset, add_migrate):
+        add_command(commands.add_parser, [storage, layer])
+    return parser
+
+
+def shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The parents of the commands' parsers: ``--storage`` and ``--layer``."""
+    storage = argparse.ArgumentParser(add_help=False)
+    storage.add_argument(
+        "--storage",
+        metavar="URL",
+        help=f"memory://, sqlite:///path.db or postgresql://... (default: {DEFAULT_STORAGE})",
+    )
+    layer = argparse.ArgumentParser(add_help=False)
+    layer.add_argument("--layer", default="scratchpad", help="layer id (default: scratchpad)")
+    return storage, layer
+
+
+def add_demo(add_parser: AddParser, storage: argparse.ArgumentParser) -> None:
+    demo = add_parser(
+        "demo",
+        parents=[storage],
+        help="run a scripted agent conversation and watch its scratchpad",
+        description="Run a scripted three-turn conversation (no API key needed) with a "
+        "TaskNotes scratchpad, printing each <scratchpad> block the model sees and each "
+        "update or rejection as it happens. The demo thread is reset first.",
+    )
+    demo.add_argument("--thread", default="demo", help="thread id to use (default: demo)")
+    demo.set_defaults(handler=cmd_demo)
+
+
+def add_show(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -> None:
+    show = add_parser(
+        "show",
+        parents=parents,
+        help="print one stored scratchpad",
+        description="Print the scratchpad of one thread or resource as the model sees it.",
+    )
+    add_scope(show, allow_all=False)
+    show.add_argument("--json", action="store_true", help="print the stored state as JSON")
+    show.set_defaults(handler=cmd_show)
+
+
+def add_list(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -> None:
+    listing = add_parser(
+        "list",
+        parents=parents,
+        help="list stored scratchpads with their sizes and last writes",
+        description="List every stored scope (thread or resource id), its size and last write.",
+    )
+    listing.add_argument("--json", action="store_true", help="print the list as JSON")
+    listing.set_defaults(handler=cmd_list)
+
+
+def add_reset(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -> None:
+    reset = add_parser(
+        "reset",
+        parents=parents,
+        help="delete stored scratchpads",
+        description="Delete the scratchpad of one thread or resource, or all of them. Asks "
+        "first; without a terminal it refuses unless --yes is given.",
+    )
+    add_scope(reset, allow_all=True)
+    reset.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    reset.set_defaults(handler=cmd_reset)
+
+
+def add_migrate(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -> None:
+    migrate = add_parser(
+        "migrate",
+        parents=parents,
+        help="move scratchpads stored by the first release to the current key layout",
+        description="The first release kept threads and resources in one namespace "
+        "(layers/{layer}/{id}/state); the layer now keeps each kind apart and no longer "
+        "reads that layout. This moves every such scratchpad to a scope of the kind you "
+        "name (thread by default, resource for resource-scoped apps). Safe to run twice.",
+    )
+    migrate.add_argument(
+        "--as",
+        dest="scope",
+        choices=("thread", "resource"),
+        default="thread",
+        help="the kind of scope the old scratchpads become (default: thread)",
+    )
+    migrate.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    migrate.set_defaults(handler=cmd_migrate)
+
+
+def add_scope(parser: argparse.ArgumentParser, *, allow_all: bool) -> None:
+    """``--thread ID`` or ``--resource ID`` (or, with ``allow_all``, ``--all``): one required."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--thread", metavar="ID", help="a thread id (thread-scoped scratchpads)")
+    group.add_argument(
+        "--resource", metavar="ID", help="a resource id, such as a user (resource scope)"
+    )
+    if allow_all:
+        group.add_argument("--all", action="store_true", help="every thread and resource")
