@@ -112,7 +112,7 @@ async def aio_rmw_4hops(
 
 async def aio_job(conn: aiosqlite.Connection, fn: Callable[..., Any], *args: Any) -> Any:
     """Run ``fn(sqlite3_connection, *args)`` as one job in aiosqlite's thread (private API)."""
-    return await conn._execute(fn, conn._conn, *args)  # type: ignore[no-untyped-call]
+    return await conn._execute(fn, conn._conn, *args)  # type: ignore[no-untyped-call]  # noqa: SLF001
 
 
 async def aio_rmw_1hop(

@@ -139,7 +139,7 @@ class _Timekeeper:
                         earliest = oldest.deadline
                     break
                 del queue[oldest]
-                oldest._expire()
+                oldest._expire()  # noqa: SLF001  # the keeper and its limits are one unit
             if not queue:
                 del self._queues[seconds]
         if earliest is not None:
@@ -166,7 +166,7 @@ def timekeeper(loop: asyncio.AbstractEventLoop) -> _Timekeeper:
 def limit(seconds: float) -> Limit | None:
     """A :class:`Limit` of ``seconds`` on the running asyncio loop; ``None`` when no
     asyncio loop runs in this thread (under trio: use anyio's cancel scopes)."""
-    loop = asyncio._get_running_loop()
+    loop = asyncio._get_running_loop()  # noqa: SLF001  # no exception to catch per write
     return None if loop is None else Limit(timekeeper(loop), loop, seconds)
 
 

@@ -102,8 +102,11 @@ def _partial_model(schema: Any, core_schema: Mapping[str, Any]) -> type[BaseMode
         optional = copy.copy(info)
         optional.default = None
         optional.default_factory = None
-        attributes = {k: v for k, v in info._attributes_set.items() if k != "default_factory"}
-        optional._attributes_set = {**attributes, "default": None}
+        # pydantic keeps what a field was given in _attributes_set (no public setter): a copy
+        # of the field with the default replaced must drop default_factory there too.
+        given = info._attributes_set  # noqa: SLF001
+        attributes = {k: v for k, v in given.items() if k != "default_factory"}
+        optional._attributes_set = {**attributes, "default": None}  # noqa: SLF001
         fields[name] = (info.annotation, optional)
     try:
         partial: type[BaseModel] = create_model(

@@ -20,6 +20,7 @@ __all__ = (
     "InitResult",
     "LayerData",
     "LayerFunction",
+    "LayerHandle",
     "LayerHooks",
     "RecallResult",
     "Slot",
@@ -122,6 +123,32 @@ class LayerHooks:
     on_spawn: Callable[..., Awaitable[SpawnResult | None]]
 
 
+class LayerHandle(Protocol):
+    """What a runtime needs of the handle a layer binds at ``ctx.context[layer.id]``."""
+
+    @property
+    def state(self) -> Any:
+        """The state the execution last saw (read-only)."""
+        ...
+
+    @property
+    def snapshot(self) -> Any:
+        """A copy of ``state`` that the caller owns."""
+        ...
+
+    async def update(self, values: Mapping[str, Any]) -> None: ...
+
+    async def call(
+        self, name: str, args: str | Mapping[str, Any], *, call_id: str | None = None
+    ) -> Any:
+        """Run the provided function ``name`` as the model's tool call."""
+        ...
+
+    async def refresh(self) -> Any:
+        """Re-read the stored state."""
+        ...
+
+
 class ContextLayer(Protocol):
     """What a runtime needs of a layer."""
 
@@ -140,6 +167,6 @@ class ContextLayer(Protocol):
     @property
     def hooks(self) -> LayerHooks: ...
 
-    def bind(self, storage: ScopedStorage | None, ctx: ExecutionContext, state: Any) -> Any:
+    def bind(self, storage: ScopedStorage | None, ctx: ExecutionContext, state: Any) -> LayerHandle:
         """Return the handle code reaches as ``ctx.context[layer.id]``."""
         ...

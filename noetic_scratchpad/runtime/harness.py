@@ -26,7 +26,7 @@ from ..errors import (
 )
 from ..events import EventBus
 from ..items import FunctionCall, FunctionCallOutput, Item, LLMResponse, Message
-from ..layer import ContextLayer, LayerFunction
+from ..layer import ContextLayer, LayerFunction, LayerHandle
 from ..render import Tokenizer
 from ..storage import ScopedStorage, StorageBackend, open_storage, resolve_storage_url
 from .budgets import split_budget
@@ -343,8 +343,8 @@ class AgentHarness:
         self, parent: ExecutionContext, child: ExecutionContext, states: dict[str, Any]
     ) -> None:
         for layer in self.layers:
-            handle: Any = parent.context.get(layer.id)
-            if hasattr(handle, "state"):
+            handle = _handle(parent, layer)
+            if handle is not None:
                 parent_state = handle.state
             else:  # a parent that never ran this layer: its stored state
                 parent_state = await self._load(layer, parent)
@@ -379,11 +379,10 @@ class AgentHarness:
         """Re-read each layer's state after tool calls: tools, child executions and other
         runs on the same scope may have written it, and the next request must show that."""
         for layer in self.layers:
-            handle = ctx.context.get(layer.id)
-            refresh = getattr(handle, "refresh", None)
-            if refresh is not None:
-                await refresh()
-            states[layer.id] = getattr(handle, "state", states[layer.id])
+            handle = _handle(ctx, layer)
+            if handle is not None:
+                await handle.refresh()
+                states[layer.id] = handle.state
 
     # -- tools ---------------------------------------------------------------------------
 
@@ -472,8 +471,8 @@ class AgentHarness:
             thread_id=thread_id, resource_id=resource_id, events=self.events, tokenize=self.tokenize
         )
         state = await self._load(layer, ctx)
-        handle = ctx.context.get(layer.id)
-        return getattr(handle, "snapshot", state)
+        handle = _handle(ctx, layer)
+        return state if handle is None else handle.snapshot
 
     async def update_state(
         self,
@@ -488,18 +487,17 @@ class AgentHarness:
         Goes through the same serialized write as the model's tool calls (events say
         ``"api"``); raises ``ScratchpadValidationError`` and the other update errors, with
         the stored state unchanged. Returns a copy of the new state (the handle's ``snapshot``).
+        One storage round trip: the write merges into the stored state, nothing is read
+        before it.
         """
         layer = self.layer(layer_id)
+        await self.open()
         ctx = ExecutionContext(
             thread_id=thread_id, resource_id=resource_id, events=self.events, tokenize=self.tokenize
         )
-        await self._load(layer, ctx)
-        handle = ctx.context.get(layer.id)
-        update = getattr(handle, "update", None)
-        if update is None:
-            raise TypeError(f"the layer {layer_id!r} has no update function for code to call")
-        await update(values)
-        return getattr(handle, "snapshot", None)
+        handle = layer.bind(self._scoped(layer, ctx), ctx, None)
+        await handle.update(values)
+        return handle.snapshot
 
     def __repr__(self) -> str:
         layers = ", ".join(layer.id for layer in self.layers)
@@ -537,3 +535,9 @@ def _parse_tool_arguments(call: FunctionCall) -> dict[str, Any] | str:
     if not isinstance(args, dict):
         return f"The arguments of {call.name!r} must be a JSON object; call it again with one."
     return args
+
+
+def _handle(ctx: ExecutionContext, layer: ContextLayer) -> LayerHandle | None:
+    """The handle ``layer`` bound in ``ctx``, if its init ran there."""
+    handle: LayerHandle | None = ctx.context.get(layer.id)
+    return handle

@@ -1,0 +1,209 @@
+"""The update pipeline: everything a write does to a state, pure and synchronous.
+
+One update goes through these steps, in this order:
+
+1. :meth:`UpdatePipeline.prepare`: refuse a read-only scratchpad, parse the arguments (a
+   model's JSON text, or a mapping from code), clean them into plain JSON values. Nothing
+   here looks at any state, so a bad call is refused before storage is touched.
+2. :meth:`UpdatePipeline.transition`, against the *stored* state, inside the backend's
+   atomic read-modify-write (possibly in a database thread, possibly more than once):
+   recover (a stored state that no longer fits the schema starts over from the initial
+   state), merge, gate (the schema), encode, size check.
+
+Every refusal is a :class:`~noetic_scratchpad.errors.ScratchpadUpdateError` whose message
+is what the model reads and whose ``reason`` is what the event says. This module imports
+nothing asynchronous; :mod:`.writer` runs it against storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import PydanticUserError
+
+from .. import _json
+from ..errors import (
+    ScratchpadConfigError,
+    ScratchpadReadOnlyError,
+    ScratchpadUpdateError,
+    ScratchpadValidationError,
+)
+from ..merge import InvalidValueError, merge_state, to_json_value
+from ..schema import SchemaGate
+from .arguments import FIX_HINTS, describe_errors, json_kind, parse_arguments, reject_constant
+from .config import ScratchpadConfig, ScratchpadState
+
+__all__ = ("Transition", "UpdatePipeline", "copy_state")
+
+#: Why a stored state cannot be used, and the validation errors behind it.
+Problem = tuple[str, list[dict[str, Any]]]
+
+
+class UpdatePipeline:
+    """The pure steps of a scratchpad write for one configuration."""
+
+    def __init__(self, config: ScratchpadConfig) -> None:
+        self.config = config
+        try:
+            self.gate = None if config.schema is None else SchemaGate(config.schema)
+        except (TypeError, ValueError, PydanticUserError) as exc:  # types pydantic cannot handle
+            raise ScratchpadConfigError(f"unusable scratchpad schema: {exc}") from exc
+        self._initial: ScratchpadState = self._check_template(config.template)
+        self._known = _KnownStates()
+
+    def initial_state(self) -> ScratchpadState:
+        """The state of a scope nothing has been written to: the template, else empty."""
+        return copy_state(self._initial)
+
+    # -- step 1: the arguments --------------------------------------------------------
+
+    def prepare(self, args: str | Mapping[str, Any]) -> dict[str, Any]:
+        """The update ``args`` ask for, checked before it meets any state."""
+        if self.config.read_only:
+            raise ScratchpadReadOnlyError(FIX_HINTS["read_only"])
+        # A plain dict is copied by to_json_value anyway; anything else is parsed first.
+        values = args if type(args) is dict else parse_arguments(args)
+        try:
+            cleaned: dict[str, Any] = to_json_value(values)
+        except InvalidValueError as exc:
+            raise ScratchpadUpdateError(
+                f"The update cannot be stored as JSON: {exc}. Send only objects, lists, "
+                "strings, finite numbers, booleans and null. " + FIX_HINTS["malformed"],
+                reason="malformed",
+            ) from None
+        return cleaned
+
+    # -- step 2: against the stored state -----------------------------------------------
+
+    def transition(
+        self,
+        stored: Any,
+        update: Mapping[str, Any],
+        *,
+        checked: bool = False,
+        passed: Any = None,
+        cleaned: bool = False,
+    ) -> Transition:
+        """The state after ``update``, from what storage holds (``None``: nothing).
+
+        ``checked``: the caller knows ``stored`` passes. ``passed``: a state known to pass,
+        so that a decoded copy of it need not be checked again. ``cleaned``: ``update``
+        came from :meth:`prepare` and is the caller's alone, so the new state may hold its
+        values instead of copies. Raises ``ScratchpadUpdateError``; pure otherwise.
+        """
+        state = self.initial_state() if stored is None else stored
+        if not (checked or self._is_known(state, passed)) and self.problem(state) is not None:
+            # Checked before merging: an update that happens to fix the bad field must not
+            # bring back the rest of a state that init reported as discarded.
+            state = self.initial_state()
+        merged = merge_state(state, update, cleaned=cleaned)
+        if self.gate is not None:
+            # The prior state fits, so only the fields the update writes can fail.
+            errors = self.gate.errors_after_update(merged, update.keys())
+            if errors:
+                raise ScratchpadValidationError(
+                    "The update does not fit the scratchpad's schema: "
+                    f"{describe_errors(errors)}. {FIX_HINTS['schema']}",
+                    errors=errors,
+                )
+        encoded = _json.dumps(merged)
+        if len(encoded) > self.config.max_state_bytes:
+            raise ScratchpadUpdateError(
+                f"The scratchpad would grow to {len(encoded):,} bytes, over its limit of "
+                f"{self.config.max_state_bytes:,}. {FIX_HINTS['too_large']}",
+                reason="too_large",
+            )
+        self._known.add(merged)
+        return Transition(merged, encoded)
+
+    def _is_known(self, state: Any, passed: Any) -> bool:
+        """Whether ``state`` is one this pipeline produced, or a copy of ``passed``."""
+        if self._known.contains(state) or state is passed:
+            return True
+        return passed is not None and self.gate is not None and _json.same_value(state, passed)
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def problem(self, state: Any) -> Problem | None:
+        """Why a stored state cannot be used, or ``None`` when it can."""
+        if self.gate is None:
+            if isinstance(state, str | dict):
+                return None
+            return f"stored state is a JSON {json_kind(state)}, not text or an object", []
+        if not isinstance(state, dict):
+            return f"stored state is a JSON {json_kind(state)}, not an object", []
+        errors = self.gate.errors(state)
+        if errors:
+            return f"stored state does not fit the schema: {describe_errors(errors)}", errors
+        return None
+
+    def _check_template(self, template: str | None) -> ScratchpadState:
+        if self.gate is None:
+            return template or ""
+        if not template:
+            return {}
+        try:
+            parsed = json.loads(template, parse_constant=reject_constant)
+            if isinstance(parsed, dict):
+                parsed = to_json_value(parsed)  # strips forbidden keys; refuses 1e400 (inf)
+        except (ValueError, RecursionError) as exc:
+            raise ScratchpadConfigError(
+                f"with a schema, the template must be a JSON object; it is not JSON: {exc}"
+            ) from None
+        if not isinstance(parsed, dict):
+            raise ScratchpadConfigError(
+                f"with a schema, the template must be a JSON object, not a {json_kind(parsed)}"
+            )
+        errors = self.gate.errors(parsed)
+        if errors:
+            raise ScratchpadConfigError(
+                f"the template does not fit the schema: {describe_errors(errors)}"
+            )
+        return parsed
+
+
+class Transition:
+    """What a transition produced: the new state and its compact JSON."""
+
+    __slots__ = ("encoded", "state")
+
+    def __init__(self, state: dict[str, Any], encoded: bytes) -> None:
+        self.state = state
+        self.encoded = encoded
+
+
+class _KnownStates:
+    """States this pipeline produced lately, by identity, so a write need not check them again.
+
+    Validation is the costliest step of a write, and the state a write starts from is
+    nearly always one the pipeline just produced: the very object (memory storage, SQLite's
+    cache of the rows it committed, or the previous write in a batch). Decoded copies are
+    recognized by the writer, which keeps the last state it wrote or checked. Bounded to a
+    few objects, and safe without a lock for transitions running in storage threads: each
+    step is one call into the C implementation of ``OrderedDict``.
+    """
+
+    def __init__(self, max_objects: int = 8) -> None:
+        self._objects: OrderedDict[int, Any] = OrderedDict()
+        self._max_objects = max_objects
+
+    def add(self, state: Any) -> None:
+        self._objects[id(state)] = state
+        if len(self._objects) > self._max_objects:
+            with contextlib.suppress(KeyError):  # another thread took the oldest first
+                self._objects.popitem(last=False)
+
+    def contains(self, state: Any) -> bool:
+        return self._objects.get(id(state)) is state
+
+
+def copy_state(state: ScratchpadState) -> ScratchpadState:
+    """A deep copy, by JSON round trip: several times faster than ``copy.deepcopy``."""
+    if isinstance(state, str):
+        return state
+    copied: dict[str, Any] = _json.loads(_json.dumps(state))
+    return copied
