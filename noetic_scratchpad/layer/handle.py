@@ -52,10 +52,9 @@ class ScratchpadHandle:
         self._floats: tuple[Any, bool] | None = None
         # (state object, its JSON) after a write: copies of it need no encoding.
         self._encoded: tuple[Any, bytes] | None = None
-        # The last state this handle wrote or checked, and the stored text it was read
-        # from: a decoded copy storage hands back at the next write is not checked again.
+        # The last state this handle wrote or checked: a decoded copy of it that storage
+        # hands back at the next write is not checked again.
         self._passed: Any = None
-        self._passed_json: str | None = None
 
     @property
     def snapshot(self) -> ScratchpadState:
@@ -98,7 +97,7 @@ class ScratchpadHandle:
         Returns the update as it was merged (parsed, checked, forbidden keys stripped);
         ``state`` holds the result, and shares the update's values: treat both as read-only.
         """
-        known = Known(self._passed, self._passed_json, self._floats)
+        known = Known(self._passed, self._floats)
         update, self.state, written = await self._writer.write(
             args, source=source, call_id=call_id, current=self.state, known=known
         )
@@ -121,7 +120,7 @@ class ScratchpadHandle:
         """Take ``loaded`` as the current state (after init or a refresh)."""
         self.state = loaded.state
         if loaded.checked and isinstance(loaded.state, dict):
-            self._passed, self._passed_json = loaded.state, loaded.stored_json
+            self._passed = loaded.state
 
     def floats_hint(self, state: Any) -> bool | None:
         """Whether ``state`` holds floats, if this handle knows that object; else ``None``."""
@@ -136,7 +135,6 @@ class ScratchpadHandle:
 
     def _remember(self, written: Written | None) -> None:
         """Keep what the write that produced ``self.state`` learned about it, if it did."""
-        self._passed_json = None
         if written is None or written.state is not self.state:
             self._floats = self._encoded = self._passed = None
             return

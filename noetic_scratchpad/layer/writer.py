@@ -4,7 +4,7 @@ Every write of a scope goes through :meth:`ScopeWriter.write` (the model's tool 
 store hook, ``handle.update`` from code, ``harness.update_state``):
 
 1. ``pipeline.prepare`` checks the arguments before storage is touched;
-2. ``storage.update_encoded(STATE_KEY, transition)`` runs ``pipeline.transition`` on the
+2. ``storage.update(STATE_KEY, transition)`` runs ``pipeline.transition`` on the
    latest stored state, serialized per scope by the backend, under ``write_timeout``;
 3. an error becomes one ``UpdateRejected`` (:func:`_refusal` maps every error, once), a
    success one ``UpdateApplied``; the call id is recorded as handled.
@@ -25,7 +25,7 @@ from ..errors import ScratchpadUpdateError, StorageError, StorageOutcomeUnknownE
 from ..events import StateDiscarded, UpdateApplied, UpdateRejected, WriteSource
 from ..render import contains_float
 from ..storage import ScopedStorage
-from ..storage.base import EncodedUpdateFn
+from ..storage.base import UpdateFn
 from .config import STATE_KEY, ScratchpadState
 from .pipeline import UpdatePipeline
 
@@ -45,11 +45,9 @@ class Written:
 @dataclass(frozen=True, slots=True)
 class Known:
     """What the caller knows of the scope before a write: ``passed``, a state known to fit
-    the schema, and ``passed_json``, the stored text it was read from (if any); ``floats``,
-    a state object and whether it holds floats."""
+    the schema; ``floats``, a state object and whether it holds floats."""
 
     passed: Any = None
-    passed_json: str | None = None
     floats: tuple[Any, bool] | None = None
 
 
@@ -60,7 +58,6 @@ class Loaded:
 
     state: ScratchpadState
     checked: bool
-    stored_json: str | None
 
 
 async def load(
@@ -75,19 +72,18 @@ async def load(
     replaced by the initial state."""
     timeout = pipeline.config.read_timeout
     try:
-        found = await _deadline.wait_for(timeout, storage.get_encoded(STATE_KEY))
+        stored = await _deadline.wait_for(timeout, storage.get(STATE_KEY))
     except _deadline.Expired:
         raise StorageError(
             f"The scratchpad of scope {storage.scope_key!r} could not be loaded within "
             f"{timeout:g} s (read_timeout); nothing was changed. Check that the storage "
             "answers, then retry, or raise read_timeout"
         ) from None
-    if found is None:
-        return Loaded(pipeline.initial_state(), False, None)
-    stored, stored_json = found
+    if stored is None:
+        return Loaded(pipeline.initial_state(), False)
     problem = pipeline.problem(stored)
     if problem is None:
-        return Loaded(stored, pipeline.gate is not None, stored_json)
+        return Loaded(stored, pipeline.gate is not None)
     reason, errors = problem
     ctx.events.emit(
         StateDiscarded(
@@ -98,7 +94,7 @@ async def load(
             errors=tuple(errors),
         )
     )
-    return Loaded(pipeline.initial_state(), False, None)
+    return Loaded(pipeline.initial_state(), False)
 
 
 class ScopeWriter:
@@ -166,45 +162,37 @@ class ScopeWriter:
     ) -> tuple[ScratchpadState, Written | None]:
         pipeline = self.pipeline
         update_floats = contains_float(update)
-        in_memory = self.storage is None or _in_memory(self.storage)
         # The last state this execution wrote or checked: storage that hands back decoded
-        # copies (PostgreSQL, SQLite after another process wrote) returns the same JSON
+        # copies (PostgreSQL, SQLite after another process wrote) returns an equal value
         # when no one else wrote since, and then the copy need not be checked again.
-        passed = None if in_memory else known.passed
-        passed_json = None if in_memory else known.passed_json
-        floats = known.floats
+        passed, floats = known.passed, known.floats
         produced: list[Written] = []
 
-        def transition(stored: Any, stored_json: str | None) -> tuple[dict[str, Any], bytes]:
-            checked = stored_json is not None and stored_json == passed_json
-            result = pipeline.transition(
-                stored, update, passed=passed, checked=checked, cleaned=True
-            )
+        def transition(stored: Any) -> dict[str, Any]:
+            result = pipeline.transition(stored, update, passed=passed, cleaned=True)
             # From the state object the caller knows (no one else wrote since), whether the
             # result holds floats follows without looking at the whole state.
             same = floats is not None and stored is floats[0]
             has_floats = (floats[1] or update_floats) if floats is not None and same else None
             produced[:] = [Written(result.state, result.encoded, has_floats)]
-            return result.state, result.encoded  # stored as it is, not encoded again
+            return result.state
 
         if self.storage is None:  # a host calling store without init: nothing to persist
-            transition(current, None)
+            transition(current)
             return produced[0].state, produced[0]
-        new_state = await self._update(transition, in_memory)
+        new_state = await self._update(transition)
         written = produced[0] if produced and produced[0].state is new_state else None
         return new_state, written
 
-    async def _update(self, transition: EncodedUpdateFn, in_memory: bool) -> ScratchpadState:
+    async def _update(self, transition: UpdateFn) -> ScratchpadState:
         assert self.storage is not None  # checked by the caller
-        pending = self.storage.update_encoded(STATE_KEY, transition)
-        timeout = self.pipeline.config.write_timeout
-        if timeout is None or in_memory:  # memory never suspends: no limit could fire
-            new_state: ScratchpadState = await pending
-            return new_state
+        pending = self.storage.update(STATE_KEY, transition)
         try:
-            new_state = await _deadline.wait_for(timeout, pending)
+            new_state: ScratchpadState = await _deadline.wait_for(
+                self.pipeline.config.write_timeout, pending
+            )
         except _deadline.Expired:
-            raise _WriteTimeout(timeout) from None
+            raise _WriteTimeout(self.pipeline.config.write_timeout or 0) from None
         return new_state
 
     def _emit_rejected(
@@ -269,9 +257,3 @@ def _refusal(exc: BaseException) -> tuple[str, str, Sequence[dict[str, Any]]] | 
             [],
         )
     return None
-
-
-def _in_memory(storage: ScopedStorage) -> bool:
-    """Whether writes go to plain memory storage, whose ``update`` never suspends (so no
-    timeout could fire) and hands ``fn`` the very object it stored last."""
-    return type(storage) is ScopedStorage and type(storage.backend).in_process

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
-from .. import _json
-
-__all__ = ("EncodedUpdateFn", "JsonValue", "KeyInfo", "StorageBackend", "UpdateFn", "with_json")
+__all__ = ("JsonValue", "KeyInfo", "StorageBackend", "UpdateFn")
 
 JsonValue = Any
 """A value JSON can hold. (Recursive aliases cost mypy more than they catch here.)"""
@@ -26,24 +24,6 @@ UpdateFn = Callable[[JsonValue | None], JsonValue]
 """A pure, synchronous transition: the current value (``None`` when the key is missing) in,
 the value to store out. It may run in a database thread and may be retried, so it must not
 mutate its argument, touch the event loop or have side effects. Raising aborts the write."""
-
-EncodedUpdateFn = Callable[[JsonValue | None, str | None], tuple[JsonValue, bytes]]
-"""An :data:`UpdateFn` that deals in JSON too: ``fn(current, stored_json)`` returns
-``(value, its compact JSON as _json.dumps writes it)``. ``stored_json`` is the text the
-backend decoded ``current`` from, when it has it at hand (else ``None``): equal texts mean
-equal values, so a caller can recognize a value it has seen without comparing it. The
-returned JSON is for a caller that encodes its result anyway (the scratchpad checks its
-size), so that the backend need not encode it again."""
-
-
-def with_json(fn: UpdateFn) -> EncodedUpdateFn:
-    """``fn`` as an :data:`EncodedUpdateFn`; ``ValueError`` when its result is not JSON."""
-
-    def encoded(current: JsonValue | None, stored_json: str | None) -> tuple[JsonValue, bytes]:
-        value = fn(current)
-        return value, _json.dumps(value)
-
-    return encoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,21 +43,9 @@ class StorageBackend(ABC):
     #: The URL scheme(s) a backend registers under, for messages and the CLI.
     url: str = ""
 
-    #: ``True`` when ``update`` never suspends and hands ``fn`` the very object it stored
-    #: last (no copy, no decoding): callers may then skip timeouts and re-checks. Wrappers
-    #: and backends that do I/O leave it ``False``.
-    in_process: bool = False
-
     @abstractmethod
     async def get(self, key: str) -> JsonValue | None:
         """Return the value at ``key``, or ``None`` when the key is missing."""
-
-    async def get_encoded(self, key: str) -> tuple[JsonValue, str | None] | None:
-        """:meth:`get`, with the JSON text the value was decoded from when the backend has
-        it at hand (else ``None``); ``None`` when the key is missing. This default has no
-        text."""
-        value = await self.get(key)
-        return None if value is None else (value, None)
 
     @abstractmethod
     async def set(self, key: str, value: JsonValue) -> None:
@@ -111,14 +79,6 @@ class StorageBackend(ABC):
         backend keeps for the next update, to spare decoding it again: treat it as
         read-only.
         """
-
-    async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
-        """:meth:`update` with a transition that returns ``(value, its JSON)``.
-
-        Backends that keep JSON text override this to store that JSON as it is (and to
-        hand ``fn`` the stored text); this default drops it and calls :meth:`update`.
-        """
-        return await self.update(key, lambda current: fn(current, None)[0])
 
     @abstractmethod
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:

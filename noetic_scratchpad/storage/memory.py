@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import _json
-from .base import EncodedUpdateFn, JsonValue, KeyInfo, StorageBackend, UpdateFn, with_json
+from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
 
 __all__ = ("MemoryStorage",)
 
@@ -23,7 +23,6 @@ class MemoryStorage(StorageBackend):
     """
 
     url = "memory://"
-    in_process = True
 
     def __init__(self) -> None:
         self._values: dict[str, tuple[Any, float]] = {}
@@ -50,13 +49,10 @@ class MemoryStorage(StorageBackend):
         return {key: _copy(entry[0]) for key in keys if (entry := self._values.get(key))}
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
-        # Encoded only to refuse what another backend could not store.
-        return await self.update_encoded(key, with_json(fn))
-
-    async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
-        # Never awaits: the layer counts on it to skip the write timeout (nothing to cut off).
+        # Never awaits between the read and the write: atomic on its loop without a lock.
         entry = self._values.get(key)
-        value, _ = fn(None if entry is None else entry[0], None)  # no JSON kept here
+        value = fn(None if entry is None else entry[0])
+        _json.dumps(value)  # refuses, as another backend would, what JSON cannot hold
         self._values[key] = (value, time.time())
         return value
 

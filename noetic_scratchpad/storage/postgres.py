@@ -54,7 +54,7 @@ from ..errors import (
 from ..locks import KeyedBatcher
 from ._options import int_option
 from ._prefix import prefix_upper_bound
-from .base import EncodedUpdateFn, JsonValue, KeyInfo, StorageBackend, UpdateFn, with_json
+from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
 
 __all__ = ("DEFAULT_TABLE", "PostgresSettings", "PostgresStorage", "parse_postgres_url")
 
@@ -207,7 +207,7 @@ class PostgresStorage(StorageBackend):
         self._pool = pool
         self.settings = settings
         self._closed = False
-        self._batcher: KeyedBatcher[str, EncodedUpdateFn, JsonValue] = KeyedBatcher(
+        self._batcher: KeyedBatcher[str, UpdateFn, JsonValue] = KeyedBatcher(
             self._run_batch, max_batch=max_batch
         )
         t = settings.quoted_table
@@ -395,9 +395,6 @@ class PostgresStorage(StorageBackend):
         transaction: each ``fn`` sees the result of the one before it, one that raises
         fails alone, and every caller gets its own result after the commit.
         """
-        return await self.update_encoded(key, with_json(fn))
-
-    async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
         self._check_open()
         result: JsonValue = await self._batcher.submit(key, fn)
         return result
@@ -449,7 +446,7 @@ class PostgresStorage(StorageBackend):
 
     # -- the read-modify-write ------------------------------------------------------
 
-    async def _run_batch(self, key: str, fns: builtins.list[EncodedUpdateFn]) -> builtins.list[Any]:
+    async def _run_batch(self, key: str, fns: builtins.list[UpdateFn]) -> builtins.list[Any]:
         async with self._connection("update", key, outcome=_ROLLED_BACK) as conn:
             transaction = conn.transaction(isolation="read_committed")
             await transaction.start()
@@ -577,7 +574,7 @@ class PostgresStorage(StorageBackend):
         )
 
 
-def _apply(fns: Iterable[EncodedUpdateFn], current: Any) -> tuple[builtins.list[Any], bytes | None]:
+def _apply(fns: Iterable[UpdateFn], current: Any) -> tuple[builtins.list[Any], bytes | None]:
     """Run the queued updates in order, each on the result of the last one that worked.
 
     Returns one outcome per update (its value, or the exception that fails it alone) and
@@ -587,8 +584,8 @@ def _apply(fns: Iterable[EncodedUpdateFn], current: Any) -> tuple[builtins.list[
     data: bytes | None = None
     for fn in fns:
         try:
-            new, data_of_new = fn(current, None)  # jsonb's text is not kept
-            encoded = _escape(data_of_new)
+            new = fn(current)
+            encoded = _escape(_json.dumps(new))
         except Exception as exc:
             outcomes.append(exc)
             continue

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from ..keys import Scope, scope_prefix
-from .base import EncodedUpdateFn, JsonValue, StorageBackend, UpdateFn
+from .base import JsonValue, StorageBackend, UpdateFn
 
 if TYPE_CHECKING:
     from ..context import ExecutionContext
@@ -56,9 +56,6 @@ class ScopedStorage:
     async def get(self, key: str) -> JsonValue | None:
         return await self.backend.get(self.prefix + key)
 
-    async def get_encoded(self, key: str) -> tuple[JsonValue, str | None] | None:
-        return await self.backend.get_encoded(self.prefix + key)
-
     async def set(self, key: str, value: JsonValue) -> None:
         await self.backend.set(self.prefix + key, value)
 
@@ -76,9 +73,6 @@ class ScopedStorage:
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
         return await self.backend.update(self.prefix + key, fn)
-
-    async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
-        return await self.backend.update_encoded(self.prefix + key, fn)
 
     def __repr__(self) -> str:
         return (

@@ -1,19 +1,47 @@
 """The backend contract, run once per backend through the ``storage`` fixture.
 
-Every backend (memory, SQLite, PostgreSQL, and any third-party one) must pass this file
-unchanged; backend quirks belong in their own test files.
+Every backend (memory, SQLite, PostgreSQL, and any third-party one) and every wrapper
+(``FaultyStorage``, healthy, around SQLite here) must pass this file unchanged; backend
+quirks belong in their own test files.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
-from noetic_scratchpad import _json
+from noetic_scratchpad import open_storage
 from noetic_scratchpad.storage import ScopedStorage, StorageBackend
+from noetic_scratchpad.testing import FaultyStorage
+from tests.conftest import backend_url
 
 pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres", "faulty-sqlite"])
+def backend_kind(request: pytest.FixtureRequest) -> str:
+    """The shared backends, plus a wrapper: it must keep the contract as they do."""
+    kind: str = request.param
+    return kind
+
+
+@pytest_asyncio.fixture
+async def storage(backend_kind: str, tmp_path: Path) -> AsyncIterator[StorageBackend]:
+    url = backend_url(backend_kind.removeprefix("faulty-"), tmp_path)
+    backend = await open_storage(url)
+    wrapped = FaultyStorage(backend) if backend_kind.startswith("faulty-") else backend
+    try:
+        yield wrapped
+    finally:
+        await wrapped.aclose()
+        if hasattr(backend, "drop_table"):
+            async with await open_storage(url) as cleanup:
+                await cleanup.drop_table()
+
 
 JSON_VALUES: list[Any] = [
     None,
@@ -196,52 +224,6 @@ async def test_update_to_non_json_raises_value_error(storage: StorageBackend) ->
     with pytest.raises(ValueError, match="JSON"):
         await storage.update("k", lambda current: {"bad": {1, 2}})
     assert await storage.get("k") == [1]
-
-
-async def test_get_encoded_is_get_with_the_text_the_value_came_from(
-    storage: StorageBackend,
-) -> None:
-    """get_encoded: ``None`` for a missing key, else the value as get returns it and, when
-    the backend has it, the JSON text that decodes to it."""
-    assert await storage.get_encoded("k") is None
-    await storage.set("k", {"n": 1, "list": [1.5, None, "ü"]})
-    found = await storage.get_encoded("k")
-    assert found is not None
-    value, text = found
-    assert value == await storage.get("k") == {"n": 1, "list": [1.5, None, "ü"]}
-    assert text is None or _json.loads(text) == value
-
-
-async def test_update_encoded_stores_the_value_with_the_json_it_came_with(
-    storage: StorageBackend,
-) -> None:
-    """update_encoded: fn sees the stored value, with the text it was decoded from when the
-    backend has it, and returns (value, its JSON); the value is stored (read back equal, its
-    size is that JSON's) and returned, and a later plain update sees it. A fn that raises
-    writes nothing."""
-    await storage.set("k", {"n": 1, "text": "ü"})
-    seen: list[Any] = []
-
-    def bump(current: Any, stored_json: str | None) -> tuple[Any, bytes]:
-        seen.append(current)
-        assert stored_json is None or _json.loads(stored_json) == current
-        new = {**current, "n": current["n"] + 1}
-        return new, _json.dumps(new)
-
-    assert await storage.update_encoded("k", bump) == {"n": 2, "text": "ü"}
-    assert await storage.update_encoded("k", bump) == {"n": 3, "text": "ü"}
-    assert seen == [{"n": 1, "text": "ü"}, {"n": 2, "text": "ü"}]
-    assert await storage.get("k") == {"n": 3, "text": "ü"}
-    [info] = await storage.describe("k")
-    assert info.size == len(_json.dumps({"n": 3, "text": "ü"}))
-    assert await storage.update("k", lambda current: {**current, "n": 4}) == {"n": 4, "text": "ü"}
-
-    def fail(current: Any, stored_json: str | None) -> tuple[Any, bytes]:
-        raise LookupError("no")
-
-    with pytest.raises(LookupError):
-        await storage.update_encoded("k", fail)
-    assert await storage.get("k") == {"n": 4, "text": "ü"}
 
 
 @pytest.mark.parametrize(

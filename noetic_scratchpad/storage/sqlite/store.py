@@ -20,7 +20,7 @@ import anyio
 from ... import _json
 from ...errors import StorageError
 from ...locks import KeyedBatcher
-from ..base import EncodedUpdateFn, JsonValue, KeyInfo, StorageBackend, UpdateFn, with_json
+from ..base import JsonValue, KeyInfo, StorageBackend, UpdateFn
 from .connection import (
     check_aiosqlite,
     fetch_all,
@@ -133,7 +133,7 @@ class SqliteStorage(StorageBackend):
         await self._submit(DeleteJob(key))
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
-        return await self._submit(UpdateJob(key, with_json(fn)))
+        return await self._submit(UpdateJob(key, fn))
 
     async def _submit(self, job: Job) -> Any:
         if self._closed:
@@ -159,12 +159,3 @@ class SqliteStorage(StorageBackend):
         return StorageError(
             f"the SQLite storage {self.path} is closed; open it again with open_storage()"
         )
-
-    # -- the JSON-text variants of StorageBackend: get_encoded, update_encoded ----------------
-    # Thin wrappers over what get and update use: dropping them drops nothing else.
-
-    async def get_encoded(self, key: str) -> tuple[JsonValue, str | None] | None:
-        return await self._get_row(key)
-
-    async def update_encoded(self, key: str, fn: EncodedUpdateFn) -> JsonValue:
-        return await self._submit(UpdateJob(key, fn))

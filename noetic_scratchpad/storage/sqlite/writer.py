@@ -33,7 +33,7 @@ import aiosqlite
 
 from ... import _json
 from ...errors import StorageBusyError, StorageError
-from ..base import EncodedUpdateFn
+from ..base import UpdateFn
 from .connection import SQLITE_BUSY, error_code, raw_connection, run_in_connection_thread
 from .options import SqliteOptions
 from .table import TableSql, decode_row
@@ -53,7 +53,7 @@ _UNPARSED = object()
 @dataclass(slots=True)
 class UpdateJob:
     key: str
-    fn: EncodedUpdateFn
+    fn: UpdateFn
 
 
 @dataclass(slots=True)
@@ -204,8 +204,8 @@ class SqliteWriter:
         try:
             stored, current = self._current_row(conn, key, batch)
             batch.latest[key] = (stored, current)
-            value, encoded = job.fn(current, stored)
-            text = encoded.decode()
+            value = job.fn(current)
+            text = _json.dumps(value).decode()  # ValueError for what JSON cannot hold
         except sqlite3.Error:
             raise
         except Exception as exc:
