@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ("dumps", "loads", "same_value")
+__all__ = ("ArgumentsError", "dumps", "loads", "loads_arguments", "same_value")
 
 
 def dumps(value: Any) -> bytes:
@@ -58,3 +58,40 @@ def same_value(a: Any, b: Any) -> bool:
         )
     except orjson.JSONEncodeError:
         return False
+
+
+class ArgumentsError(ValueError):
+    """Tool-call arguments that are not a JSON object; ``kind`` says why: ``"json"`` (not
+    JSON, NaN and Infinity included), ``"depth"`` (nested past the parser's limit) or
+    ``"type"`` (JSON, but not an object: ``found`` names what it is)."""
+
+    def __init__(self, kind: str, detail: str, found: str = "") -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.found = found
+
+
+def loads_arguments(text: str) -> dict[str, Any]:
+    """A model's tool-call arguments as an object: the one parser of every tool path.
+
+    Empty text is ``{}``. NaN and Infinity are refused (they are not JSON numbers, and no
+    backend could store them). Raises :class:`ArgumentsError`.
+    """
+    try:
+        value = json.loads(text or "{}", parse_constant=_reject_constant)
+    except RecursionError:  # the stdlib parser recurses once per nesting level
+        raise ArgumentsError("depth", "nested far too deeply") from None
+    except ValueError as exc:
+        raise ArgumentsError("json", str(exc)) from None
+    if not isinstance(value, dict):
+        raise ArgumentsError("type", "not an object", _kind(value))
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _kind(value: Any) -> str:
+    kinds = {str: "string", bool: "boolean", int: "number", float: "number", list: "array"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)

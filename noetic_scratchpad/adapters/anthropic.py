@@ -134,7 +134,6 @@ def _input_object(arguments: str) -> dict[str, Any]:
     """A call's arguments as the object ``tool_use.input`` must be; a model's malformed
     JSON from an earlier turn is kept as text rather than dropped."""
     try:
-        value = _json.loads(arguments or "{}")
-    except ValueError:
+        return _json.loads_arguments(arguments)
+    except _json.ArgumentsError:
         return {"_raw_arguments": arguments}
-    return value if isinstance(value, dict) else {"_raw_arguments": arguments}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import _json
 from ..errors import ScratchpadUpdateError
 from ..merge import MAX_DEPTH
 
@@ -31,27 +31,26 @@ FIX_HINTS = {
 
 def parse_arguments(arguments: str | Mapping[str, Any]) -> dict[str, Any]:
     """Turn a model's tool-call arguments into an update, or raise ``ScratchpadUpdateError``."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments or "{}", parse_constant=reject_constant)
-        except ValueError as exc:
-            raise ScratchpadUpdateError(
-                f"The arguments are not valid JSON ({exc}). {FIX_HINTS['malformed']}",
-                reason="malformed",
-            ) from None
-        except RecursionError:  # the stdlib parser recurses once per nesting level
-            raise ScratchpadUpdateError(
-                f"The arguments are nested far too deeply (more than {MAX_DEPTH} levels "
-                f"are never stored). {FIX_HINTS['malformed']}",
-                reason="malformed",
-            ) from None
-    if not isinstance(arguments, Mapping):
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    if not isinstance(arguments, str):
         raise ScratchpadUpdateError(
             f"The arguments are a JSON {json_kind(arguments)}, not an object. "
             + FIX_HINTS["malformed"],
             reason="malformed",
         )
-    return dict(arguments)
+    try:
+        return _json.loads_arguments(arguments)
+    except _json.ArgumentsError as exc:
+        if exc.kind == "depth":
+            what = f"are nested far too deeply (more than {MAX_DEPTH} levels are never stored)"
+        elif exc.kind == "type":
+            what = f"are a JSON {exc.found}, not an object"
+        else:
+            what = f"are not valid JSON ({exc})"
+        raise ScratchpadUpdateError(
+            f"The arguments {what}. {FIX_HINTS['malformed']}", reason="malformed"
+        ) from None
 
 
 def applied_text(update: Mapping[str, Any]) -> str:

@@ -526,15 +526,14 @@ def _final_text(response: LLMResponse) -> str:
 def _parse_tool_arguments(call: FunctionCall) -> dict[str, Any] | str:
     """The arguments as a dict, or the error text a model can act on."""
     try:
-        args = _json.loads(call.arguments or "{}")
-    except ValueError as exc:
+        return _json.loads_arguments(call.arguments)
+    except _json.ArgumentsError as exc:
+        if exc.kind == "type":
+            return f"The arguments of {call.name!r} must be a JSON object; call it again with one."
         return (
             f"The arguments of {call.name!r} are not valid JSON ({exc}). "
             "Call it again with a JSON object."
         )
-    if not isinstance(args, dict):
-        return f"The arguments of {call.name!r} must be a JSON object; call it again with one."
-    return args
 
 
 def _handle(ctx: ExecutionContext, layer: ContextLayer) -> LayerHandle | None:
