@@ -1,70 +1,37 @@
 """``AgentHarness``: runs an agent's model with context layers around it.
 
-One run is one execution: the layers are initialized for its thread (and resource), then
-each step recalls the layers into the request, calls the model, runs the ``store`` hooks
-and executes the tool calls, until the model answers without calling a tool.
+One run is one execution (``execution.py``): the layers are initialized for its thread (and
+resource), then each step recalls the layers into the request, calls the model, runs the
+``store`` hooks and executes the tool calls (``toolcalls.py``), until the model answers
+without calling a tool.
 """
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
 import anyio
 
-from .. import _json
 from ..context import ExecutionContext
-from ..errors import (
-    MaxStepsExceededError,
-    ScratchpadConfigError,
-    ScratchpadUpdateError,
-    StorageError,
-)
+from ..errors import ScratchpadConfigError
 from ..events import EventBus
-from ..items import FunctionCall, FunctionCallOutput, Item, LLMResponse, Message
-from ..layer import ContextLayer, LayerFunction, LayerHandle
+from ..items import Item
+from ..layer import ContextLayer
 from ..render import Tokenizer
 from ..storage import ScopedStorage, StorageBackend, open_storage, resolve_storage_url
 from .budgets import split_budget
-from .model import ModelRequest, ToolSpec, as_response
-from .tools import Agent, Tool, format_output
+from .execution import Execution, LayerStack, RunResult, bound_handle
+from .model import ToolSpec
+from .toolcalls import agent_toolset, collect_layer_tools
+from .tools import Agent, Tool
 
 __all__ = ("AgentHarness", "RunResult")
 
-logger = logging.getLogger("noetic_scratchpad.runtime")
-
 DEFAULT_CONTEXT_BUDGET = 8000
 DEFAULT_MAX_STEPS = 20
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """What a run produced.
-
-    ``output`` is the text of the model's final answer; ``items`` is the conversation of
-    this run (the input, every model item and every tool output, in order); ``states``
-    holds each layer's state at the end, by layer id; ``context`` is the execution's
-    context (pass it to :meth:`AgentHarness.spawn` to start a child execution).
-    """
-
-    output: str
-    items: list[Item]
-    steps: int
-    execution_id: str
-    thread_id: str
-    resource_id: str | None
-    states: dict[str, Any]
-    context: ExecutionContext = field(repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class _LayerTool:
-    layer_id: str
-    function: str
 
 
 class AgentHarness:
@@ -107,7 +74,7 @@ class AgentHarness:
         self._owns_events = events is None  # its own bus is closed by aclose()
         self.tokenize = tokenize
         self._budgets = split_budget(context_budget, [layer.budget for layer in self.layers])
-        self._layer_tools, self._layer_specs = self._collect_layer_tools()
+        self._layer_tools, self._layer_specs = collect_layer_tools(self.layers)
         self._specs, self._agent_tools = self._toolset(agent)
         if isinstance(storage, StorageBackend):
             self._backend: StorageBackend | None = storage
@@ -118,23 +85,6 @@ class AgentHarness:
             self._owns_backend = True
             self.storage_url = resolve_storage_url(storage)
         self._open_lock = anyio.Lock()
-
-    def _collect_layer_tools(self) -> tuple[dict[str, _LayerTool], list[ToolSpec]]:
-        ids = [layer.id for layer in self.layers]
-        duplicates = sorted({layer_id for layer_id in ids if ids.count(layer_id) > 1})
-        if duplicates:
-            raise ScratchpadConfigError(
-                f"several context layers have the id {duplicates}; each layer id must be unique"
-            )
-        layer_tools: dict[str, _LayerTool] = {}
-        specs: list[ToolSpec] = []
-        for layer in self.layers:
-            for function, provided in layer.provides.items():
-                if isinstance(provided, LayerFunction) and provided.exposed:
-                    name = f"{layer.id}/{function}"
-                    layer_tools[name] = _LayerTool(layer.id, function)
-                    specs.append(ToolSpec(name, provided.description, provided.parameters))
-        return layer_tools, specs
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -259,188 +209,29 @@ class AgentHarness:
         if limit < 1:
             raise ValueError(f"max_steps must be at least 1, not {limit}")
         await self.open()
-        states = await self._init_layers(ctx)
-        if parent is not None:
-            await self._apply_spawn(parent, ctx, states)
-        conversation: list[Item] = (
-            [Message(role="user", content=input)] if isinstance(input, str) else list(input)
+        execution = Execution(
+            name=self.name,
+            agent=agent,
+            ctx=ctx,
+            limit=limit,
+            stack=LayerStack(self.layers, self._budgets, self._scoped, self._load),
+            layer_tools=self._layer_tools,
+            toolset=self._tools_for,
+            params=self.params,
         )
-        query = _last_user_text(conversation)
-        specs, tools = (
-            (self._specs, self._agent_tools) if agent is self.agent else self._toolset(agent)
-        )
-        for step in range(1, limit + 1):
-            request = ModelRequest(
-                items=[
-                    *_instructions(agent),
-                    *await self._recall(ctx, states, query),
-                    *conversation,
-                ],
-                tools=list(specs),
-                step=step,
-                thread_id=ctx.thread_id,
-                execution_id=ctx.execution_id,
-                params=self.params,
-            )
-            response = as_response(await agent.model(request))
-            conversation.extend(response.items)
-            calls = [item for item in response.items if isinstance(item, FunctionCall)]
-            # Claim the calls the tool path will apply before the store hooks see them,
-            # so each is applied exactly once.
-            ctx.handled_call_ids.update(
-                call.call_id for call in calls if call.name in self._layer_tools
-            )
-            await self._store(ctx, states, response)
-            if not calls:
-                return RunResult(
-                    output=_final_text(response),
-                    items=conversation,
-                    steps=step,
-                    execution_id=ctx.execution_id,
-                    thread_id=ctx.thread_id,
-                    resource_id=ctx.resource_id,
-                    states=dict(states),
-                    context=ctx,
-                )
-            executed: set[str] = set()
-            for call in calls:
-                output = await self._call_tool(call, ctx, specs, tools, executed)
-                conversation.append(output)
-            await self._refresh(ctx, states)
-        last_calls = sorted({call.name for call in calls})
-        raise MaxStepsExceededError(
-            f"run {ctx.execution_id} of {self.name!r} on thread {ctx.thread_id!r} reached its "
-            f"limit of {limit} step(s) while the model still called tools "
-            f"({', '.join(last_calls)}); "
-            "the writes made so far are stored. Raise max_steps, or check that the model "
-            "gets the tool outputs it needs to finish."
-        )
+        return await execution.run(input, parent)
 
     def _toolset(self, agent: Agent) -> tuple[list[ToolSpec], dict[str, Tool]]:
         """The tool specs and the agent tools of a run of ``agent`` (a spawn may differ)."""
-        for tool in agent.tools:
-            if tool.name in self._layer_tools:
-                raise ScratchpadConfigError(
-                    f"the agent's tool {tool.name!r} has the name of a layer's tool; rename it"
-                )
-        specs = [*self._layer_specs, *(tool.spec() for tool in agent.tools)]
-        return specs, {tool.name: tool for tool in agent.tools}
+        return agent_toolset(agent, self._layer_tools, self._layer_specs)
 
-    # -- the layer hooks -------------------------------------------------------------------
+    def _tools_for(self, agent: Agent) -> tuple[list[ToolSpec], dict[str, Tool]]:
+        """The tool specs and the agent tools of a run of ``agent``; those of the harness's
+        own agent were computed at construction."""
+        return (self._specs, self._agent_tools) if agent is self.agent else self._toolset(agent)
 
     def _scoped(self, layer: ContextLayer, ctx: ExecutionContext) -> ScopedStorage:
         return ScopedStorage.for_layer(self.storage, layer, ctx)
-
-    async def _init_layers(self, ctx: ExecutionContext) -> dict[str, Any]:
-        states: dict[str, Any] = {}
-        for layer in self.layers:
-            scoped = self._scoped(layer, ctx)
-            result = await layer.hooks.init(storage=scoped, scope_key=scoped.scope_key, ctx=ctx)
-            states[layer.id] = result.state
-        return states
-
-    async def _apply_spawn(
-        self, parent: ExecutionContext, child: ExecutionContext, states: dict[str, Any]
-    ) -> None:
-        for layer in self.layers:
-            handle = _handle(parent, layer)
-            if handle is not None:
-                parent_state = handle.state
-            else:  # a parent that never ran this layer: its stored state
-                parent_state = await self._load(layer, parent)
-            outcome = await layer.hooks.on_spawn(parent_state=parent_state, child_ctx=child)
-            if outcome is not None:
-                states[layer.id] = outcome.child_state
-                layer.bind(self._scoped(layer, child), child, outcome.child_state)
-
-    async def _recall(
-        self, ctx: ExecutionContext, states: dict[str, Any], query: str
-    ) -> list[Item]:
-        items: list[Item] = []
-        for layer, budget in zip(self.layers, self._budgets, strict=True):
-            result = await layer.hooks.recall(
-                state=states[layer.id], budget=budget, ctx=ctx, query=query
-            )
-            if result is not None:
-                items.extend(result.items)
-        return items
-
-    async def _store(
-        self, ctx: ExecutionContext, states: dict[str, Any], response: LLMResponse
-    ) -> None:
-        for layer in self.layers:
-            result = await layer.hooks.store(
-                new_items=response.items, state=states[layer.id], ctx=ctx, response=response
-            )
-            if result is not None:
-                states[layer.id] = result.state
-
-    async def _refresh(self, ctx: ExecutionContext, states: dict[str, Any]) -> None:
-        """Re-read each layer's state after tool calls: tools, child executions and other
-        runs on the same scope may have written it, and the next request must show that."""
-        for layer in self.layers:
-            handle = _handle(ctx, layer)
-            if handle is not None:
-                await handle.refresh()
-                states[layer.id] = handle.state
-
-    # -- tools ---------------------------------------------------------------------------
-
-    async def _call_tool(
-        self,
-        call: FunctionCall,
-        ctx: ExecutionContext,
-        specs: Sequence[ToolSpec],
-        tools: Mapping[str, Tool],
-        executed: set[str],
-    ) -> FunctionCallOutput:
-        def error(message: str) -> FunctionCallOutput:
-            return FunctionCallOutput(call_id=call.call_id, output=message, is_error=True)
-
-        if call.call_id in executed:
-            return error(
-                f"Call id {call.call_id!r} was used twice in one response; it ran once. "
-                "Give every call its own id."
-            )
-        executed.add(call.call_id)
-        layer_tool = self._layer_tools.get(call.name)
-        tool = tools.get(call.name)
-        try:
-            if layer_tool is not None:
-                handle = ctx.context[layer_tool.layer_id]
-                result = await handle.call(
-                    layer_tool.function, call.arguments, call_id=call.call_id
-                )
-            elif tool is not None:
-                args = _parse_tool_arguments(call)
-                if isinstance(args, str):
-                    return error(args)
-                result = await tool.execute(args, ctx)
-            else:
-                available = ", ".join(spec.name for spec in specs) or "none"
-                return error(f"There is no tool named {call.name!r}. Available tools: {available}.")
-            return FunctionCallOutput(call_id=call.call_id, output=format_output(result))
-        except ScratchpadUpdateError as exc:
-            return error(exc.message)  # already says how to fix the call
-        except StorageError as exc:
-            # The details (paths, hosts, timeouts) are for the operator, not the model.
-            logger.warning(
-                "tool could not save tool=%s call_id=%s error=%r", call.name, call.call_id, str(exc)
-            )
-            return error(
-                f"The tool {call.name!r} could not save: storage failed or did not answer "
-                "in time (the operator can see why in the logs). Try the call again later; "
-                "repeating the same update is harmless."
-            )
-        except Exception as exc:
-            logger.warning(
-                "tool failed tool=%s call_id=%s execution_id=%s error=%r",
-                call.name,
-                call.call_id,
-                ctx.execution_id,
-                f"{type(exc).__name__}: {exc}",
-            )
-            return error(f"The tool {call.name!r} failed: {type(exc).__name__}: {exc}")
 
     # -- state outside a run -------------------------------------------------------------
 
@@ -471,7 +262,7 @@ class AgentHarness:
             thread_id=thread_id, resource_id=resource_id, events=self.events, tokenize=self.tokenize
         )
         state = await self._load(layer, ctx)
-        handle = _handle(ctx, layer)
+        handle = bound_handle(ctx, layer)
         return state if handle is None else handle.snapshot
 
     async def update_state(
@@ -502,41 +293,3 @@ class AgentHarness:
     def __repr__(self) -> str:
         layers = ", ".join(layer.id for layer in self.layers)
         return f"<AgentHarness {self.name!r} layers=[{layers}] storage={self.storage_url!r}>"
-
-
-def _instructions(agent: Agent) -> list[Item]:
-    return [Message(role="system", content=agent.instructions)] if agent.instructions else []
-
-
-def _last_user_text(items: Sequence[Item]) -> str:
-    for item in reversed(items):
-        if isinstance(item, Message) and item.role == "user":
-            return item.content
-    return ""
-
-
-def _final_text(response: LLMResponse) -> str:
-    return "\n".join(
-        item.content
-        for item in response.items
-        if isinstance(item, Message) and item.role == "assistant"
-    )
-
-
-def _parse_tool_arguments(call: FunctionCall) -> dict[str, Any] | str:
-    """The arguments as a dict, or the error text a model can act on."""
-    try:
-        return _json.loads_arguments(call.arguments)
-    except _json.ArgumentsError as exc:
-        if exc.kind == "type":
-            return f"The arguments of {call.name!r} must be a JSON object; call it again with one."
-        return (
-            f"The arguments of {call.name!r} are not valid JSON ({exc}). "
-            "Call it again with a JSON object."
-        )
-
-
-def _handle(ctx: ExecutionContext, layer: ContextLayer) -> LayerHandle | None:
-    """The handle ``layer`` bound in ``ctx``, if its init ran there."""
-    handle: LayerHandle | None = ctx.context.get(layer.id)
-    return handle

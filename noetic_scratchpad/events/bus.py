@@ -1,122 +1,32 @@
-"""Typed, immutable diagnostic events and the bus that delivers them.
+"""``EventBus``: delivers events to subscribers and streams; every event is also logged.
 
 ``EventBus.emit`` is synchronous and never raises: sync handlers run inline, async handlers
 run in background tasks, and a handler that fails is logged and forgotten. A handler that
 hangs holds up only itself, and only until ``handler_timeout``; ``drain`` and ``aclose``
 never wait longer than that for it, even if it ignores its cancellation.
-
-Every diagnostic is logged through the standard ``logging`` module, under the logger
-``noetic_scratchpad.events``; the package's logger ``noetic_scratchpad`` has a
-``NullHandler``, so nothing is printed unless the application configures logging.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import json
-import logging
-import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from pydantic import BaseModel, ConfigDict, Field
 
-from ._background import start_background
+from .._background import start_background
+from .log import handler_name, handler_names, log_event, logger
+from .models import ScratchpadEvent
 
-__all__ = (
-    "EventBus",
-    "EventHandler",
-    "ScratchpadEvent",
-    "StateDiscarded",
-    "UpdateApplied",
-    "UpdateRejected",
-    "ViewTruncated",
-)
-
-logger = logging.getLogger("noetic_scratchpad.events")
-
-# A library prints nothing unless the application configures logging: with a handler on the
-# package's logger, stdlib's last-resort handler (stderr, WARNING and up) stays silent too.
-_package_logger = logging.getLogger("noetic_scratchpad")
-if not any(isinstance(handler, logging.NullHandler) for handler in _package_logger.handlers):
-    _package_logger.addHandler(logging.NullHandler())
+__all__ = ("CLOSE_GRACE", "EventBus", "EventHandler")
 
 #: How long past ``handler_timeout`` ``drain`` and ``aclose`` wait for a cancelled handler
 #: to finish its cleanup before they stop waiting for it.
 CLOSE_GRACE = 0.5
-
-WriteSource = Literal["tool", "store", "api"]
-
-
-class ScratchpadEvent(BaseModel):
-    """Base of every event: which layer, which scope, when (Unix seconds)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    #: The log level the event is logged at (``"debug"``, ``"info"``, ``"warning"``,
-    #: ``"error"``); ``None`` means not logged.
-    log_level: ClassVar[str | None] = "warning"
-
-    kind: str
-    layer_id: str
-    scope_key: str
-    execution_id: str | None = None
-    at: float = Field(default_factory=time.time)
-
-
-class UpdateApplied(ScratchpadEvent):
-    """An update was merged and stored. ``keys`` are the top-level keys it wrote."""
-
-    log_level: ClassVar[str | None] = None  # routine, and on the hot path
-
-    kind: Literal["update_applied"] = "update_applied"
-    source: WriteSource
-    keys: tuple[str, ...]
-    call_id: str | None = None
-
-
-class UpdateRejected(ScratchpadEvent):
-    """An update was dropped. ``reason`` is a short word.
-
-    For every reason but ``"timeout"`` and ``"unconfirmed"`` nothing changed.
-    ``"timeout"`` means storage did not answer within ``write_timeout``, ``"unconfirmed"``
-    that contact with it was lost while the write committed: the write may have landed,
-    and repeating it is harmless.
-    """
-
-    kind: Literal["update_rejected"] = "update_rejected"
-    hook: WriteSource
-    reason: str
-    message: str
-    errors: tuple[dict[str, Any], ...] = ()
-    call_id: str | None = None
-
-
-class StateDiscarded(ScratchpadEvent):
-    """Persisted state failed the schema at init (or a refresh) and was replaced by the
-    template or {}."""
-
-    kind: Literal["state_discarded"] = "state_discarded"
-    reason: str
-    errors: tuple[dict[str, Any], ...] = ()
-
-
-class ViewTruncated(ScratchpadEvent):
-    """A recall was cut to fit its budget; storage still holds everything."""
-
-    log_level: ClassVar[str | None] = "info"  # routine: a view cut to its budget, every turn
-
-    kind: Literal["view_truncated"] = "view_truncated"
-    budget: int
-    total_tokens: int
-    omitted_tokens: int
-
 
 EventHandler = Callable[[ScratchpadEvent], Awaitable[None] | None]
 
@@ -185,22 +95,13 @@ class EventBus:
         the caller's time), but async handlers are not started: their coroutine is closed
         unawaited (logged at debug level), since nothing would wait for or bound them.
         """
-        if event.log_level is not None:
-            level = _LEVELS[event.log_level]
-            if logger.isEnabledFor(level):
-                logger.log(
-                    level,
-                    "%s %s",
-                    event.kind,
-                    _event_fields(event),
-                    extra={"scratchpad_event": event},
-                )
+        log_event(event)
         for handler in tuple(self._handlers):
             try:
                 outcome = handler(event)
             except Exception:
                 logger.exception(
-                    "event handler failed handler=%s kind=%s", _name(handler), event.kind
+                    "event handler failed handler=%s kind=%s", handler_name(handler), event.kind
                 )
                 continue
             if outcome is None or not inspect.isawaitable(outcome):
@@ -209,7 +110,7 @@ class EventBus:
                 _discard(outcome)
                 logger.debug(
                     "async event handler skipped: the bus is closed handler=%s kind=%s",
-                    _name(handler),
+                    handler_name(handler),
                     event.kind,
                 )
             else:
@@ -265,7 +166,7 @@ class EventBus:
                 "event handler ignored its cancellation after %gs; no longer waited for "
                 "handlers=%s",
                 self.handler_timeout,
-                _names(run.handler for run in stuck),
+                handler_names(run.handler for run in stuck),
             )
 
     async def aclose(self) -> None:
@@ -292,7 +193,7 @@ class EventBus:
         logger.error(
             "event bus closed; abandoned event handlers that ignored their cancellation "
             "handlers=%s",
-            _names(run.handler for run in left),
+            handler_names(run.handler for run in left),
         )
         self._notify()
 
@@ -324,11 +225,11 @@ class EventBus:
             except TimeoutError:
                 logger.error(
                     "event handler timed out handler=%s timeout=%g",
-                    _name(handler),
+                    handler_name(handler),
                     self.handler_timeout,
                 )
             except Exception:
-                logger.exception("event handler failed handler=%s", _name(handler))
+                logger.exception("event handler failed handler=%s", handler_name(handler))
             finally:
                 self._finished(run_state)
 
@@ -341,7 +242,7 @@ class EventBus:
             _discard(awaitable)
             logger.error(
                 "async event handler skipped: no event loop runs in this thread handler=%s",
-                _name(handler),
+                handler_name(handler),
             )
 
     def _finished(self, run: _Run) -> None:
@@ -359,63 +260,3 @@ def _discard(awaitable: Awaitable[None]) -> None:
     """Close a coroutine that will never run (no "never awaited" warning)."""
     if inspect.iscoroutine(awaitable):
         awaitable.close()
-
-
-def _name(handler: object) -> str:
-    """A readable name for a handler: ``module.qualname`` when it has one."""
-    qualname = getattr(handler, "__qualname__", None)
-    module = getattr(handler, "__module__", None)
-    if isinstance(qualname, str):
-        return f"{module}.{qualname}" if isinstance(module, str) else qualname
-    return repr(handler)
-
-
-def _names(handlers: Iterable[object]) -> str:
-    return ",".join(_name(handler) for handler in handlers)
-
-
-_PLAIN = re.compile(r"[^\s\"'=\\]+")
-
-
-def _log_value(value: Any) -> str:
-    """One field's value as log text: bare when it is one plain word, else JSON-quoted
-    (so a message never spans lines or fakes another field)."""
-    if isinstance(value, str):
-        return value if _PLAIN.fullmatch(value) else json.dumps(value, ensure_ascii=False)
-    if isinstance(value, tuple | list):
-        return _log_value(",".join(str(item) for item in value))
-    return str(value)
-
-
-def _error_summary(errors: Iterable[Mapping[str, Any]]) -> str:
-    """``loc:type`` of each validation error; the offending values (``input``), which the
-    model wrote and may hold anything, stay out of the log."""
-    summary = []
-    for error in errors:
-        loc = ".".join(str(part) for part in error.get("loc", ()))
-        kind = str(error.get("type", "error"))
-        summary.append(f"{loc}:{kind}" if loc else kind)
-    return _log_value(",".join(summary))
-
-
-def _event_fields(event: ScratchpadEvent) -> str:
-    """The event's fields as ``key=value`` pairs (``kind`` and ``at`` aside; the log record
-    has its own time)."""
-    fields = []
-    for key in type(event).model_fields:
-        if key in ("kind", "at"):
-            continue
-        value = getattr(event, key)
-        if value is None or (key == "errors" and not value):
-            continue
-        text = _error_summary(value) if key == "errors" else _log_value(value)
-        fields.append(f"{key}={text}")
-    return " ".join(fields)
-
-
-_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-}

@@ -1,0 +1,83 @@
+"""The diagnostic events: typed, immutable pydantic models, one class per kind."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = (
+    "ScratchpadEvent",
+    "StateDiscarded",
+    "UpdateApplied",
+    "UpdateRejected",
+    "ViewTruncated",
+    "WriteSource",
+)
+
+WriteSource = Literal["tool", "store", "api"]
+
+
+class ScratchpadEvent(BaseModel):
+    """Base of every event: which layer, which scope, when (Unix seconds)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: The log level the event is logged at (``"debug"``, ``"info"``, ``"warning"``,
+    #: ``"error"``); ``None`` means not logged.
+    log_level: ClassVar[str | None] = "warning"
+
+    kind: str
+    layer_id: str
+    scope_key: str
+    execution_id: str | None = None
+    at: float = Field(default_factory=time.time)
+
+
+class UpdateApplied(ScratchpadEvent):
+    """An update was merged and stored. ``keys`` are the top-level keys it wrote."""
+
+    log_level: ClassVar[str | None] = None  # routine, and on the hot path
+
+    kind: Literal["update_applied"] = "update_applied"
+    source: WriteSource
+    keys: tuple[str, ...]
+    call_id: str | None = None
+
+
+class UpdateRejected(ScratchpadEvent):
+    """An update was dropped. ``reason`` is a short word.
+
+    For every reason but ``"timeout"`` and ``"unconfirmed"`` nothing changed.
+    ``"timeout"`` means storage did not answer within ``write_timeout``, ``"unconfirmed"``
+    that contact with it was lost while the write committed: the write may have landed,
+    and repeating it is harmless.
+    """
+
+    kind: Literal["update_rejected"] = "update_rejected"
+    hook: WriteSource
+    reason: str
+    message: str
+    errors: tuple[dict[str, Any], ...] = ()
+    call_id: str | None = None
+
+
+class StateDiscarded(ScratchpadEvent):
+    """Persisted state failed the schema at init (or a refresh) and was replaced by the
+    template or {}."""
+
+    kind: Literal["state_discarded"] = "state_discarded"
+    reason: str
+    errors: tuple[dict[str, Any], ...] = ()
+
+
+class ViewTruncated(ScratchpadEvent):
+    """A recall was cut to fit its budget; storage still holds everything."""
+
+    log_level: ClassVar[str | None] = "info"  # routine: a view cut to its budget, every turn
+
+    kind: Literal["view_truncated"] = "view_truncated"
+    budget: int
+    total_tokens: int
+    omitted_tokens: int

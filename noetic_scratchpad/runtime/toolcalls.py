@@ -1,0 +1,165 @@
+"""Executing a model's tool calls: the layers' functions and the agent's tools, and the
+error outputs the model reads when a call cannot run."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _json
+from ..context import ExecutionContext
+from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
+from ..items import FunctionCall, FunctionCallOutput
+from ..layer import ContextLayer, LayerFunction
+from .model import ToolSpec
+from .tools import Agent, Tool, format_output
+
+__all__ = ("LayerTool", "ToolCalls", "agent_toolset", "collect_layer_tools")
+
+logger = logging.getLogger("noetic_scratchpad.runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTool:
+    """A layer's exposed function, as a tool named ``{layer_id}/{function}``."""
+
+    layer_id: str
+    function: str
+
+
+def collect_layer_tools(
+    layers: Sequence[ContextLayer],
+) -> tuple[dict[str, LayerTool], list[ToolSpec]]:
+    """The layers' exposed functions by tool name, and their specs; the layer ids must be
+    unique."""
+    ids = [layer.id for layer in layers]
+    duplicates = sorted({layer_id for layer_id in ids if ids.count(layer_id) > 1})
+    if duplicates:
+        raise ScratchpadConfigError(
+            f"several context layers have the id {duplicates}; each layer id must be unique"
+        )
+    layer_tools: dict[str, LayerTool] = {}
+    specs: list[ToolSpec] = []
+    for layer in layers:
+        for function, provided in layer.provides.items():
+            if isinstance(provided, LayerFunction) and provided.exposed:
+                name = f"{layer.id}/{function}"
+                layer_tools[name] = LayerTool(layer.id, function)
+                specs.append(ToolSpec(name, provided.description, provided.parameters))
+    return layer_tools, specs
+
+
+def agent_toolset(
+    agent: Agent, layer_tools: Mapping[str, LayerTool], layer_specs: Sequence[ToolSpec]
+) -> tuple[list[ToolSpec], dict[str, Tool]]:
+    """The tool specs and the agent tools of a run of ``agent`` (a spawn may differ)."""
+    for tool in agent.tools:
+        if tool.name in layer_tools:
+            raise ScratchpadConfigError(
+                f"the agent's tool {tool.name!r} has the name of a layer's tool; rename it"
+            )
+    specs = [*layer_specs, *(tool.spec() for tool in agent.tools)]
+    return specs, {tool.name: tool for tool in agent.tools}
+
+
+class ToolCalls:
+    """Executes the tool calls of one model response, in order; each call id runs once.
+
+    A call that cannot run becomes an error output the model can act on, never an
+    exception: a refusal says how to fix the call, a storage failure says to try again
+    later (its details go to the log), any other failure names the exception.
+    """
+
+    def __init__(
+        self,
+        ctx: ExecutionContext,
+        layer_tools: Mapping[str, LayerTool],
+        specs: Sequence[ToolSpec],
+        tools: Mapping[str, Tool],
+    ) -> None:
+        self._ctx = ctx
+        self._layer_tools = layer_tools
+        self._specs = specs
+        self._tools = tools
+        self._executed: set[str] = set()
+
+    async def run(self, call: FunctionCall) -> FunctionCallOutput:
+        """Execute ``call``; its output, or the error output the model reads."""
+        if call.call_id in self._executed:
+            return _error(
+                call,
+                f"Call id {call.call_id!r} was used twice in one response; it ran once. "
+                "Give every call its own id.",
+            )
+        self._executed.add(call.call_id)
+        try:
+            return await self._dispatch(call)
+        except ScratchpadUpdateError as exc:
+            return _error(call, exc.message)  # already says how to fix the call
+        except StorageError as exc:
+            return _could_not_save(call, exc)
+        except Exception as exc:
+            return _failed(call, self._ctx, exc)
+
+    async def _dispatch(self, call: FunctionCall) -> FunctionCallOutput:
+        """Send ``call`` to the layer handle or the agent tool of its name."""
+        layer_tool = self._layer_tools.get(call.name)
+        tool = self._tools.get(call.name)
+        if layer_tool is not None:
+            handle = self._ctx.context[layer_tool.layer_id]
+            result = await handle.call(layer_tool.function, call.arguments, call_id=call.call_id)
+        elif tool is not None:
+            args = _parse_tool_arguments(call)
+            if isinstance(args, str):
+                return _error(call, args)
+            result = await tool.execute(args, self._ctx)
+        else:
+            available = ", ".join(spec.name for spec in self._specs) or "none"
+            return _error(
+                call, f"There is no tool named {call.name!r}. Available tools: {available}."
+            )
+        return FunctionCallOutput(call_id=call.call_id, output=format_output(result))
+
+
+def _error(call: FunctionCall, message: str) -> FunctionCallOutput:
+    return FunctionCallOutput(call_id=call.call_id, output=message, is_error=True)
+
+
+def _could_not_save(call: FunctionCall, exc: StorageError) -> FunctionCallOutput:
+    """Storage failed: the details (paths, hosts, timeouts) are for the operator, not the
+    model."""
+    logger.warning(
+        "tool could not save tool=%s call_id=%s error=%r", call.name, call.call_id, str(exc)
+    )
+    return _error(
+        call,
+        f"The tool {call.name!r} could not save: storage failed or did not answer "
+        "in time (the operator can see why in the logs). Try the call again later; "
+        "repeating the same update is harmless.",
+    )
+
+
+def _failed(call: FunctionCall, ctx: ExecutionContext, exc: Exception) -> FunctionCallOutput:
+    logger.warning(
+        "tool failed tool=%s call_id=%s execution_id=%s error=%r",
+        call.name,
+        call.call_id,
+        ctx.execution_id,
+        f"{type(exc).__name__}: {exc}",
+    )
+    return _error(call, f"The tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+
+
+def _parse_tool_arguments(call: FunctionCall) -> dict[str, Any] | str:
+    """The arguments as a dict, or the error text a model can act on."""
+    try:
+        return _json.loads_arguments(call.arguments)
+    except _json.ArgumentsError as exc:
+        if exc.kind == "type":
+            return f"The arguments of {call.name!r} must be a JSON object; call it again with one."
+        return (
+            f"The arguments of {call.name!r} are not valid JSON ({exc}). "
+            "Call it again with a JSON object."
+        )
