@@ -1,0 +1,53 @@
+"""``postgresql://`` and ``postgres://``: one table shared by every app server.
+
+Each key is a row ``(key text primary key, value jsonb, updated_at timestamptz)``. The
+atomic read-modify-write of a key runs in one transaction that holds the row's lock
+(``SELECT ... FOR UPDATE``) from its read to its commit, so writers on any number of
+servers serialize per key and never lose each other's updates, while different keys never
+wait for each other.
+
+Inside one process the writes of a key also go through a :class:`~noetic_scratchpad.locks.
+KeyedBatcher`: the writers queued behind a running transaction are combined into the next
+one. A hundred tasks writing one scope therefore hold one pool connection and commit a few
+times, instead of taking every connection of the pool and queueing on the row lock.
+
+URL options (also keyword arguments of :meth:`PostgresStorage.open`, which win)::
+
+    postgresql://user:secret@db.internal:5432/app?table=scratchpad_kv&pool_size=10
+
+``table`` (``[schema.]name``, default ``scratchpad_kv``), ``pool_size`` (an alias of
+``max_size``), ``min_size`` and ``max_size``. They are removed before the URL goes to
+asyncpg; every other parameter (``sslmode``, ``application_name``, a server setting such
+as ``lock_timeout``) passes through.
+
+Messages, logs and ``repr`` show the URL with its secrets replaced by ``***``: the password
+of ``user:password@``, and the query parameters ``password`` and ``sslpassword``.
+
+An existing table is used only if it has the columns this backend writes (``key`` text
+with a unique index, ``value`` jsonb, ``updated_at`` timestamptz); a table of another shape
+is refused when the storage opens, not at its first write. A key is the table's primary key,
+and PostgreSQL's btree index holds at most 2,704 bytes a row (keys are compressed first,
+so a repetitive key may be longer): a longer key is refused with ``ValueError``.
+
+The modules, one job each:
+
+- :mod:`.options`: the URL, its options and the table name, checked before connecting;
+- :mod:`.redaction`: the URL's passwords, kept out of messages, logs and ``repr``;
+- :mod:`.codec`: values as jsonb on the wire, with the escape of U+0000;
+- :mod:`.table`: the table's SQL, its creation under an advisory lock, its shape check;
+- :mod:`.failures`: what a failed call means for the stored data, and the error saying so;
+- :mod:`.connection`: opening the pool and lending its connections;
+- :mod:`.writer`: the update transaction that holds the row lock;
+- :mod:`.store`: :class:`PostgresStorage`, the storage contract on top of them.
+"""
+
+from __future__ import annotations
+
+# The driver, imported here first: where it is missing, importing this package fails at
+# once (open_storage turns that into the install command), whatever submodules are loaded.
+import asyncpg  # type: ignore[import-untyped, unused-ignore]  # noqa: F401
+
+from .options import DEFAULT_TABLE, PostgresSettings, parse_postgres_url
+from .store import PostgresStorage
+
+__all__ = ("DEFAULT_TABLE", "PostgresSettings", "PostgresStorage", "parse_postgres_url")

@@ -1,0 +1,82 @@
+"""How a value crosses the wire: JSON text in jsonb's binary format, both ways.
+
+Values are encoded by the library's JSON encoder (see ``noetic_scratchpad._json``) and
+sent in jsonb's binary wire format, a version byte and then the JSON text; reads decode the
+text the server sends back with the same library.
+
+jsonb refuses the character U+0000 in strings, so it is stored as the noncharacter
+U+10FFFF followed by ``0``, and a U+10FFFF of the value is doubled; reads undo both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped, unused-ignore]
+
+from ... import _json
+
+__all__ = ("decode_jsonb", "encode", "encode_jsonb", "escape", "register_jsonb_codec")
+
+# A JSON string escape of U+0000 (after an even number of backslashes): jsonb refuses it.
+_NUL_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
+_SENTINEL = "\U0010ffff".encode()  # a noncharacter: never meant to appear in real text
+_SENTINEL_TOKEN = re.compile(re.escape(_SENTINEL) + b"(" + re.escape(_SENTINEL) + b"|0)")
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGITS = b"0" * 19  # an integer this long may not fit in 64 bits
+_JSONB_VERSION = b"\x01"  # jsonb's binary wire format is this byte, then the JSON text
+
+
+async def register_jsonb_codec(conn: asyncpg.Connection) -> None:
+    """Make ``conn`` send and receive jsonb with :func:`encode_jsonb` and
+    :func:`decode_jsonb` (the pool runs this on each new connection)."""
+    await conn.set_type_codec(
+        "jsonb",
+        schema="pg_catalog",
+        encoder=encode_jsonb,
+        decoder=decode_jsonb,
+        format="binary",
+    )
+
+
+def encode_jsonb(value: Any) -> bytes:
+    # Values already encoded by encode() arrive as bytes; JSON itself never holds bytes.
+    data = value if isinstance(value, bytes) else encode(value)
+    return _JSONB_VERSION + data
+
+
+def decode_jsonb(data: bytes) -> Any:
+    text = data[1:]
+    if _SENTINEL in text:
+        text = _SENTINEL_TOKEN.sub(_unescape_token, text)
+    if _LONG_DIGITS in text.translate(_DIGITS_TO_ZERO):
+        # orjson reads integers past 64 bits as floats; the standard library keeps them.
+        return json.loads(text)
+    return _json.loads(text)
+
+
+def encode(value: Any) -> bytes:
+    """JSON text of ``value`` for a jsonb column; ``ValueError`` when it is not JSON.
+
+    U+0000 and U+10FFFF are escaped as the module's docstring says.
+    """
+    return escape(_json.dumps(value))
+
+
+def escape(data: bytes) -> bytes:
+    """Compact JSON ``data`` with U+0000 and U+10FFFF escaped as :func:`encode` says."""
+    if _SENTINEL in data:
+        data = data.replace(_SENTINEL, _SENTINEL + _SENTINEL)
+    if b"\\u0000" in data:
+        data = _NUL_ESCAPE.sub(_escape_nul, data)
+    return data
+
+
+def _escape_nul(match: re.Match[bytes]) -> bytes:
+    return match[1] + _SENTINEL + b"0"
+
+
+def _unescape_token(match: re.Match[bytes]) -> bytes:
+    return _SENTINEL if match[1] == _SENTINEL else b"\\u0000"

@@ -1,0 +1,196 @@
+""":class:`PostgresStorage`: the storage contract on one PostgreSQL table.
+
+Reads take a pool connection for one statement. Updates of a key are queued on a
+:class:`~noetic_scratchpad.locks.KeyedBatcher`: the updates that arrive while a transaction
+of that key runs make up its next transaction (:mod:`.writer`). A hundred tasks writing one
+scope therefore hold one pool connection and commit a few times, instead of taking every
+connection of the pool and queueing on the row lock.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import anyio
+import asyncpg  # type: ignore[import-untyped, unused-ignore]
+
+from ... import _json
+from ...errors import StorageError
+from ...locks import KeyedBatcher
+from .._options import int_option
+from ..base import JsonValue, KeyInfo, StorageBackend, UpdateFn
+from .codec import encode
+from .connection import create_pool, pooled_connection
+from .failures import DRIVER_ERRORS, ROLLED_BACK, UNCHANGED, UNCONFIRMED, storage_error
+from .options import PostgresSettings, parse_postgres_url
+from .table import TableSql, check_shape, create_table, fetch_prefix
+from .writer import update_row
+
+__all__ = ("PostgresStorage",)
+
+_CLOSE_TIMEOUT = 10.0
+
+
+class PostgresStorage(StorageBackend):
+    """A table of JSONB values in PostgreSQL, shared safely by many processes.
+
+    Open it with ``await open_storage("postgresql://...")`` or :meth:`open`; close it with
+    :meth:`aclose` (or ``async with``). asyncio only: asyncpg does not run under trio.
+    """
+
+    url = "postgresql://"
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: PostgresSettings,
+        *,
+        max_batch: int = 256,
+    ) -> None:
+        self._pool = pool
+        self.settings = settings
+        self._closed = False
+        self._batcher: KeyedBatcher[str, UpdateFn, JsonValue] = KeyedBatcher(
+            self._run_batch, max_batch=max_batch
+        )
+        self._sql = TableSql(settings.quoted_table)
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        table: str | None = None,
+        pool_size: int | None = None,
+        min_size: int | None = None,
+        max_size: int | None = None,
+        max_batch: int = 256,
+        **connect_options: Any,
+    ) -> PostgresStorage:
+        """Connect a pool to ``url`` and create the table if it is missing.
+
+        ``connect_options`` go to :func:`asyncpg.create_pool` (for example ``ssl``,
+        ``command_timeout`` or ``server_settings``). ``max_batch`` caps how many queued
+        updates of one key share a transaction. Raises :class:`StorageConfigError` for a
+        bad URL or option, an unknown database or refused credentials, and
+        :class:`StorageError` when the server cannot be reached.
+        """
+        settings = parse_postgres_url(
+            url, table=table, pool_size=pool_size, min_size=min_size, max_size=max_size
+        )
+        max_batch = int_option("max_batch", max_batch, minimum=1)
+        pool = await create_pool(settings, connect_options)
+        storage = cls(pool, settings, max_batch=max_batch)
+        try:
+            await storage._create_table()
+        except BaseException:
+            pool.terminate()
+            raise
+        return storage
+
+    async def _create_table(self) -> None:
+        async with self._connection("create the table") as conn:
+            columns, key_is_unique = await create_table(conn, self._sql)
+        check_shape(self.settings, columns, key_is_unique)
+
+    # -- the contract ---------------------------------------------------------------
+
+    async def get(self, key: str) -> JsonValue | None:
+        async with self._connection("read", key) as conn:
+            return await conn.fetchval(self._sql.get, key)
+
+    async def set(self, key: str, value: JsonValue) -> None:
+        data = encode(value)
+        async with self._connection("write", key, outcome=UNCONFIRMED) as conn:
+            await conn.execute(self._sql.set, key, data)
+
+    async def delete(self, key: str) -> None:
+        async with self._connection("delete", key, outcome=UNCONFIRMED) as conn:
+            await conn.execute(self._sql.delete, key)
+
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        async with self._connection("list keys") as conn:
+            rows = await fetch_prefix(conn, self._sql.keys, prefix)
+        return [row["key"] for row in rows]
+
+    async def get_many(self, keys: Iterable[str]) -> dict[str, JsonValue]:
+        wanted = builtins.list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        async with self._connection("read") as conn:
+            rows = await conn.fetch(self._sql.get_many, wanted)
+        return {row["key"]: row["value"] for row in rows}
+
+    async def update(self, key: str, fn: UpdateFn) -> JsonValue:
+        """Apply ``fn`` under the row lock of ``key``; see :meth:`StorageBackend.update`.
+
+        Updates of ``key`` queued in this process while a transaction runs share the next
+        transaction: each ``fn`` sees the result of the one before it, one that raises
+        fails alone, and every caller gets its own result after the commit.
+        """
+        self._check_open()
+        result: JsonValue = await self._batcher.submit(key, fn)
+        return result
+
+    async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
+        async with self._connection("describe keys") as conn:
+            rows = await fetch_prefix(conn, self._sql.describe, prefix)
+        # The size of the compact JSON text, as the other backends report it.
+        return [
+            KeyInfo(row["key"], len(_json.dumps(row["value"])), row["updated_at"]) for row in rows
+        ]
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.move_on_after(_CLOSE_TIMEOUT) as scope:
+            await self._batcher.wait_idle()  # writes already queued still commit
+            await self._pool.close()
+        if scope.cancelled_caught:
+            self._pool.terminate()
+
+    async def drop_table(self) -> None:
+        """Drop this backend's table and everything in it (tests and tear-downs).
+
+        Works after :meth:`aclose` too, on a connection of its own.
+        """
+        if not self._closed:
+            async with self._connection("drop the table") as conn:
+                await conn.execute(self._sql.drop)
+            return
+        try:
+            conn = await asyncpg.connect(self.settings.dsn)
+            try:
+                await conn.execute(self._sql.drop)
+            finally:
+                await conn.close()
+        except DRIVER_ERRORS as exc:
+            raise storage_error(self.settings, "drop the table", exc, UNCHANGED) from exc
+
+    def __repr__(self) -> str:
+        return f"PostgresStorage({self.settings.display!r}, table={self.settings.table!r})"
+
+    # -- plumbing -------------------------------------------------------------------
+
+    async def _run_batch(self, key: str, fns: builtins.list[UpdateFn]) -> builtins.list[Any]:
+        async with self._connection("update", key, outcome=ROLLED_BACK) as conn:
+            return await update_row(conn, self._sql, self.settings, key, fns)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(
+                f"the PostgreSQL storage {self.settings.display!r} is closed; "
+                "open a new one with open_storage(url)"
+            )
+
+    def _connection(
+        self, action: str, key: str | None = None, *, outcome: str = UNCHANGED
+    ) -> AbstractAsyncContextManager[Any]:
+        """A pool connection; failures become errors whose message ends with ``outcome``:
+        what a failure means for the stored data."""
+        self._check_open()
+        return pooled_connection(self._pool, self.settings, action, key, outcome)
