@@ -1,8 +1,11 @@
-"""Start a task that belongs to no caller, on whichever loop runs (asyncio or trio).
+"""Which loop runs (asyncio or trio), and work started on it that belongs to no caller.
 
-The one place that tells the two loops apart for background work: the event bus runs
-async handlers this way, and the write batcher its batches, so that cancelling the task
-that happened to start the work never cancels work that others wait for.
+The one place in the package that tells the two loops apart: :func:`running_asyncio_loop`
+says whether asyncio runs (``_deadline`` asks it to choose between its asyncio timer and
+anyio's cancel scope), and :func:`start_background` starts a task of its own on either
+loop (the event bus runs async handlers this way, and the write batcher its batches, so
+that cancelling the task that happened to start the work never cancels work that others
+wait for). Elsewhere code branches only on what these return.
 """
 
 from __future__ import annotations
@@ -11,7 +14,31 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 
-__all__ = ("start_background",)
+__all__ = ("running_async_library", "running_asyncio_loop", "start_background")
+
+
+def running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The asyncio loop running in this thread; ``None`` when none does (under trio, or
+    with no loop at all)."""
+    # The private getter returns None where get_running_loop raises: this runs on the write
+    # path (once per timed storage call), and raising and catching per call costs more.
+    return asyncio._get_running_loop()  # noqa: SLF001
+
+
+def running_async_library() -> str | None:
+    """The name of the async library running the current task (``"asyncio"``,
+    ``"trio"``...), or ``None`` when none is detected (storage refuses to open SQLite or
+    PostgreSQL under anything but asyncio)."""
+    if running_asyncio_loop() is not None:
+        return "asyncio"
+    try:
+        import sniffio  # trio depends on it; anyio no longer does
+    except ImportError:
+        return None
+    try:
+        return sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return None
 
 
 def start_background(
@@ -24,9 +51,8 @@ def start_background(
     the run ends). asyncio keeps only weak references to tasks: the caller holds the task,
     or passes ``tasks``, a set that holds it until it ends.
     """
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio: the only other loop anyio runs on is trio
+    loop = running_asyncio_loop()
+    if loop is None:  # not asyncio: the only other loop anyio runs on is trio
         trio = sys.modules.get("trio")  # never imported here: it is an optional dependency
         if trio is None:
             return False, None

@@ -7,7 +7,7 @@ timeout length, oldest first (so in deadline order), and one timer wakes at the 
 deadline, cancels the tasks whose time is up and sleeps until the next one.
 
 :func:`wait_for` bounds one await on either loop: through a :class:`Limit` on asyncio, and
-through anyio's cancel scope under trio.
+through anyio's cancel scope under trio. Which loop runs, :mod:`._background` says.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from types import TracebackType
 from typing import TypeVar
 
 import anyio
+
+from ._background import running_asyncio_loop
 
 __all__ = ("Expired", "Limit", "limit", "wait_for")
 
@@ -166,7 +168,7 @@ def timekeeper(loop: asyncio.AbstractEventLoop) -> _Timekeeper:
 def limit(seconds: float) -> Limit | None:
     """A :class:`Limit` of ``seconds`` on the running asyncio loop; ``None`` when no
     asyncio loop runs in this thread (under trio: use anyio's cancel scopes)."""
-    loop = asyncio._get_running_loop()  # noqa: SLF001  # no exception to catch per write
+    loop = running_asyncio_loop()
     return None if loop is None else Limit(timekeeper(loop), loop, seconds)
 
 

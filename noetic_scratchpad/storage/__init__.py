@@ -11,13 +11,13 @@ that says so. The layer and ``memory://`` run under trio too.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._background import running_async_library
 from ..errors import StorageConfigError
 from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
 from .memory import MemoryStorage
@@ -105,7 +105,7 @@ async def open_storage(url: str | None = None, **options: Any) -> StorageBackend
 
 def _require_asyncio(scheme: str) -> None:
     """Raise :class:`StorageConfigError` when the running async library is not asyncio."""
-    library = _running_async_library()
+    library = running_async_library()
     if library is None or library == "asyncio":
         # No library detected (a coroutine driven by hand): let the backend try.
         return
@@ -117,20 +117,3 @@ def _require_asyncio(scheme: str) -> None:
         '(asyncio.run(main()), or anyio.run(main, backend="asyncio")), or use memory:// '
         "(kept in memory, not persisted) under " + library
     )
-
-
-def _running_async_library() -> str | None:
-    """The name of the async library running the current task (``"asyncio"``,
-    ``"trio"``...), or ``None`` when none is detected."""
-    try:
-        import sniffio
-    except ImportError:  # anyio does not need it; trio does, so this is asyncio or nothing
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return None
-        return "asyncio"
-    try:
-        return sniffio.current_async_library()
-    except sniffio.AsyncLibraryNotFoundError:
-        return None

@@ -1,7 +1,9 @@
-"""Fixtures for the layer tests: a layer bound to one scope of a memory backend.
+"""Fixtures for the layer tests: the loop to run on, and a layer bound to one scope of a
+memory backend.
 
-The fixtures are plain (sync) functions returning coroutines, so the same tests run on
-asyncio and under trio.
+The layer and the memory backend run on asyncio and under trio (SPEC.md): every async test
+here is marked ``anyio`` and runs once on each, through ``anyio_backend``. The other
+fixtures are plain (sync) functions returning coroutines, so they serve both loops.
 """
 
 from __future__ import annotations
@@ -41,6 +43,14 @@ class BoundScope:
 
 
 Bind = Callable[..., Awaitable[BoundScope]]
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The loop an ``anyio``-marked test runs on: each test runs on both, ids ``[asyncio]``
+    and ``[trio]``."""
+    backend: str = request.param
+    return backend
 
 
 @pytest.fixture

@@ -22,6 +22,9 @@ from noetic_scratchpad.testing import capture_events
 
 from .conftest import Bind, BoundScope
 
+#: Every async test runs twice: on asyncio and under trio (``anyio_backend`` in conftest).
+pytestmark = pytest.mark.anyio
+
 PRIOR = {"goal": "keep me", "steps": ["one", {"nested": [1, 2.5, None]}], "note": "ünïcode ✓"}
 LIMIT = 2_000
 
@@ -109,7 +112,6 @@ async def bound_with_prior(bind: Bind) -> BoundScope:
     return scope
 
 
-@pytest.mark.asyncio
 @each_bad_text
 async def test_store_hook_drops_bad_arguments(
     bind: Bind, arguments: str, reason: str, words: str
@@ -132,7 +134,6 @@ async def test_store_hook_drops_bad_arguments(
     assert "scratchpad/update" in rejected.message or "Condense" in rejected.message
 
 
-@pytest.mark.asyncio
 @each_bad_text
 async def test_tool_path_raises_a_readable_error(
     bind: Bind, arguments: str, reason: str, words: str
@@ -157,7 +158,6 @@ async def test_tool_path_raises_a_readable_error(
     ]
 
 
-@pytest.mark.asyncio
 @pytest.mark.parametrize(
     ("values", "reason", "words"), [c[1:] for c in VALUE_CASES], ids=[c[0] for c in VALUE_CASES]
 )
@@ -185,7 +185,6 @@ async def test_update_from_code_raises_a_clear_error(
     assert [(e.hook, e.reason) for e in events.of(UpdateRejected)] == [("api", reason)]
 
 
-@pytest.mark.asyncio
 async def test_too_large_message_gives_the_sizes_and_asks_to_condense(bind: Bind) -> None:
     """An update that would push the state past max_state_bytes names both sizes."""
     scope = await bound_with_prior(bind)
@@ -203,7 +202,6 @@ async def test_too_large_message_gives_the_sizes_and_asks_to_condense(bind: Bind
     )
 
 
-@pytest.mark.asyncio
 async def test_an_update_that_fits_exactly_is_accepted(bind: Bind) -> None:
     """The limit is inclusive: a state of exactly max_state_bytes is stored."""
     scope = await bind(scratchpad(max_state_bytes=20))
@@ -217,7 +215,6 @@ async def test_an_update_that_fits_exactly_is_accepted(bind: Bind) -> None:
     assert await scope.stored() == {"k": "x" * 12}
 
 
-@pytest.mark.asyncio
 async def test_forbidden_keys_are_stripped_on_every_path(bind: Bind) -> None:
     """``__proto__`` and ``constructor`` never reach storage, at any depth, on any path."""
     scope = await bind(scratchpad())
@@ -237,7 +234,6 @@ async def test_forbidden_keys_are_stripped_on_every_path(bind: Bind) -> None:
     assert b"constructor" not in await scope.stored_bytes()
 
 
-@pytest.mark.asyncio
 async def test_a_bad_call_does_not_block_the_next_good_one(bind: Bind) -> None:
     """After every kind of rejection the same scope still accepts a valid update."""
     scope = await bound_with_prior(bind)
@@ -250,7 +246,6 @@ async def test_a_bad_call_does_not_block_the_next_good_one(bind: Bind) -> None:
     assert await scope.stored() == {**PRIOR, "goal": "still writable"}
 
 
-@pytest.mark.asyncio
 async def test_float_subclass_and_enum_values_are_stored_as_plain_json(bind: Bind) -> None:
     """A float subclass (as numpy.float64 is) or an enum member is stored as its plain value,
     not refused as a storage failure."""
@@ -299,7 +294,6 @@ def assert_names_a_lone_surrogate(message: str) -> None:
     message.encode()  # the message itself holds no lone surrogate: it can be logged
 
 
-@pytest.mark.asyncio
 @pytest.mark.parametrize(
     ("values", "where"), [c[1:] for c in SURROGATE_VALUES], ids=[c[0] for c in SURROGATE_VALUES]
 )
@@ -330,7 +324,6 @@ async def test_lone_surrogate_from_code_is_malformed_not_a_storage_failure(
     ]
 
 
-@pytest.mark.asyncio
 @pytest.mark.parametrize(
     "arguments", [c[1] for c in SURROGATE_TEXTS], ids=[c[0] for c in SURROGATE_TEXTS]
 )
@@ -360,7 +353,6 @@ async def test_lone_surrogate_in_tool_arguments_is_malformed(bind: Bind, argumen
     ]
 
 
-@pytest.mark.asyncio
 async def test_a_whole_surrogate_pair_is_one_character_and_is_stored(bind: Bind) -> None:
     """Both halves of a pair, escaped in JSON, are the character they encode: accepted."""
     scope = await bind(scratchpad())

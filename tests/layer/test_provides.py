@@ -24,6 +24,9 @@ from noetic_scratchpad.testing import capture_events
 
 from .conftest import Bind
 
+#: Every async test runs twice: on asyncio and under trio (``anyio_backend`` in conftest).
+pytestmark = pytest.mark.anyio
+
 
 class Owner(BaseModel):
     name: str
@@ -47,7 +50,6 @@ def update_function(layer: Any) -> LayerFunction:
     return function
 
 
-@pytest.mark.asyncio
 async def test_snapshot_is_a_copy(bind: Bind) -> None:
     """Mutating what snapshot (handle or LayerData) returns never changes the stored state."""
     scope = await bind(scratchpad(), stored={"plan": {"steps": ["a"]}})
@@ -65,7 +67,6 @@ async def test_snapshot_is_a_copy(bind: Bind) -> None:
     assert await scope.stored() == {"plan": {"steps": ["a"]}}
 
 
-@pytest.mark.asyncio
 async def test_update_stores_and_snapshot_shows_a_copy(bind: Bind) -> None:
     """``await handle.update`` merges, stores and reports source "api"; it returns ``None``
     (as ``dict.update`` does) and ``snapshot`` then shows a copy of the new state."""
@@ -85,7 +86,6 @@ async def test_update_stores_and_snapshot_shows_a_copy(bind: Bind) -> None:
     ]
 
 
-@pytest.mark.asyncio
 async def test_update_schema_violation_raises_with_errors_and_changes_nothing(
     bind: Bind,
 ) -> None:
@@ -113,7 +113,6 @@ async def test_update_schema_violation_raises_with_errors_and_changes_nothing(
     assert list(rejected.errors) == info.value.errors
 
 
-@pytest.mark.asyncio
 async def test_gate_stores_the_merged_dict_not_the_model_output(bind: Bind) -> None:
     """Defaults are not filled in and lax coercion is not applied to what is stored."""
     scope = await bind(scratchpad(schema=TaskNotes))
@@ -122,7 +121,6 @@ async def test_gate_stores_the_merged_dict_not_the_model_output(bind: Bind) -> N
     assert await scope.stored() == {"count": "5", "owner": {"name": "ada"}}
 
 
-@pytest.mark.asyncio
 async def test_seed_example_is_accepted_from_an_empty_state(bind: Bind) -> None:
     """``{currentGoal, completedSteps}`` first, then ``blockers``, from {}: both accepted."""
     scope = await bind(scratchpad(schema=TaskNotes))
@@ -136,7 +134,6 @@ async def test_seed_example_is_accepted_from_an_empty_state(bind: Bind) -> None:
     }
 
 
-@pytest.mark.asyncio
 async def test_read_only_update_raises_and_changes_nothing(bind: Bind) -> None:
     """With read_only=True, update raises ScratchpadReadOnlyError; an event says read_only."""
     scope = await bind(scratchpad(read_only=True), stored={"kept": 1})
@@ -156,7 +153,6 @@ async def test_read_only_update_raises_and_changes_nothing(bind: Bind) -> None:
     assert update_function(scope.layer).exposed is False
 
 
-@pytest.mark.asyncio
 async def test_read_only_execute_raises() -> None:
     """The provided function refuses to run for a read-only scratchpad, too."""
     layer = scratchpad(read_only=True)
@@ -164,7 +160,6 @@ async def test_read_only_execute_raises() -> None:
         await update_function(layer).execute({"a": 1}, {}, ExecutionContext(thread_id="t"))
 
 
-@pytest.mark.asyncio
 async def test_tool_call_path_reports_tool_and_returns_text(bind: Bind) -> None:
     """``handle.call("update", json, call_id=...)`` applies once, says so, and marks the id."""
     scope = await bind(scratchpad())
@@ -181,7 +176,6 @@ async def test_tool_call_path_reports_tool_and_returns_text(bind: Bind) -> None:
         await scope.handle.call("delete", "{}")
 
 
-@pytest.mark.asyncio
 async def test_tool_call_rejection_message_tells_the_model_how_to_fix_it(bind: Bind) -> None:
     """A rejected tool call raises an update error whose message names the fix."""
     scope = await bind(scratchpad(schema=TaskNotes))
@@ -218,7 +212,6 @@ def test_parameters_describe_the_schema_fields_with_none_required() -> None:
     assert parameters["properties"]["notes"]["maxLength"] == 20
 
 
-@pytest.mark.asyncio
 async def test_execute_is_pure() -> None:
     """execute returns the merged state and the result text; its input state is untouched."""
     function = update_function(scratchpad())
@@ -236,7 +229,6 @@ async def test_execute_is_pure() -> None:
     assert state == before
 
 
-@pytest.mark.asyncio
 async def test_execute_checks_the_schema() -> None:
     """execute applies the same gate: a violation raises and returns no state."""
     function = update_function(scratchpad(schema=TaskNotes))

@@ -7,11 +7,15 @@ import logging
 import math
 from typing import Any
 
+import anyio
 import pytest
+import sniffio  # trio's own dependency: it names the library that runs the current task
 from pydantic import BaseModel, ConfigDict, Field
 
 from noetic_scratchpad import (
+    EventBus,
     ExecutionContext,
+    ScratchpadEvent,
     ScratchpadHandle,
     ScratchpadValidationError,
     StateDiscarded,
@@ -20,10 +24,17 @@ from noetic_scratchpad import (
     ViewTruncated,
     scratchpad,
 )
+from noetic_scratchpad._background import running_asyncio_loop
 from noetic_scratchpad.items import FunctionCall, FunctionCallOutput, Message
+from noetic_scratchpad.merge import merge_state
+from noetic_scratchpad.render import render_view
+from noetic_scratchpad.schema import SchemaGate
 from noetic_scratchpad.testing import capture_events
 
 from .conftest import Bind
+
+#: Every async test runs twice: on asyncio and under trio (``anyio_backend`` in conftest).
+pytestmark = pytest.mark.anyio
 
 
 class TaskNotes(BaseModel):
@@ -43,7 +54,6 @@ def call(call_id: str, arguments: str | dict[str, Any]) -> FunctionCall:
 # -- init ---------------------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
 async def test_init_starts_empty_without_template(bind: Bind) -> None:
     """Nothing stored and no template: "" without a schema, {} with one; nothing is written."""
     plain = await bind(scratchpad())
@@ -55,7 +65,6 @@ async def test_init_starts_empty_without_template(bind: Bind) -> None:
     assert await typed.stored() is None
 
 
-@pytest.mark.asyncio
 async def test_init_falls_back_to_the_template(bind: Bind) -> None:
     """Nothing stored: the template is the state (text, or the parsed object)."""
     plain = await bind(scratchpad(template="Goal: ?"))
@@ -65,7 +74,6 @@ async def test_init_falls_back_to_the_template(bind: Bind) -> None:
     assert typed.initial == {"currentGoal": "?"}
 
 
-@pytest.mark.asyncio
 async def test_init_loads_the_stored_state_and_binds_the_handle(bind: Bind) -> None:
     """A stored state wins over the template; ctx.context["scratchpad"] is the scope's handle."""
     scope = await bind(scratchpad(template="Goal: ?"), stored={"goal": "stored"})
@@ -76,7 +84,6 @@ async def test_init_loads_the_stored_state_and_binds_the_handle(bind: Bind) -> N
     assert scope.handle.snapshot == {"goal": "stored"}
 
 
-@pytest.mark.asyncio
 @pytest.mark.parametrize(
     ("stored", "reason"),
     [
@@ -112,7 +119,6 @@ async def test_init_discards_stored_state_failing_the_schema(
     assert [type(e) for e in events] == [StateDiscarded, UpdateApplied]
 
 
-@pytest.mark.asyncio
 async def test_init_without_schema_discards_a_stored_non_object(bind: Bind) -> None:
     """Without a schema, a stored number is discarded for "" and a later write still works."""
     layer = scratchpad()
@@ -131,7 +137,6 @@ async def test_init_without_schema_discards_a_stored_non_object(bind: Bind) -> N
     assert await first.stored() == {"a": 1}
 
 
-@pytest.mark.asyncio
 async def test_refresh_reports_and_replaces_a_stored_state_failing_the_schema(
     bind: Bind,
 ) -> None:
@@ -158,7 +163,6 @@ async def test_refresh_reports_and_replaces_a_stored_state_failing_the_schema(
 # -- recall -------------------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
 @pytest.mark.parametrize("state", ["", {}])
 async def test_recall_of_empty_state_is_none(state: Any) -> None:
     """Nothing to show: recall returns None."""
@@ -166,7 +170,6 @@ async def test_recall_of_empty_state_is_none(state: Any) -> None:
     assert await scratchpad().hooks.recall(state=state, budget=1500, ctx=ctx) is None
 
 
-@pytest.mark.asyncio
 async def test_recall_of_text_is_one_developer_message() -> None:
     """A text state is one developer message: the text between the tags."""
     ctx = ExecutionContext(thread_id="t1")
@@ -180,7 +183,6 @@ async def test_recall_of_text_is_one_developer_message() -> None:
     assert result.token_count == math.ceil(len(text) / 4)
 
 
-@pytest.mark.asyncio
 async def test_recall_of_object_is_json_dumps_indent_2() -> None:
     """An object state renders as json.dumps(state, indent=2, ensure_ascii=False)."""
     state = {
@@ -197,7 +199,6 @@ async def test_recall_of_object_is_json_dumps_indent_2() -> None:
     assert result.token_count == math.ceil(len(text) / 4)
 
 
-@pytest.mark.asyncio
 async def test_recall_uses_ctx_tokenize() -> None:
     """``ctx.tokenize`` replaces the default estimate."""
     ctx = ExecutionContext(thread_id="t1", tokenize=lambda text: len(text.split()))
@@ -207,7 +208,6 @@ async def test_recall_uses_ctx_tokenize() -> None:
     assert result.token_count == 5  # <scratchpad> one two three </scratchpad>
 
 
-@pytest.mark.asyncio
 async def test_recall_escapes_a_closing_tag_in_the_state() -> None:
     """A literal </scratchpad> (any case) in the state cannot end the block early."""
     ctx = ExecutionContext(thread_id="t1")
@@ -221,7 +221,6 @@ async def test_recall_escapes_a_closing_tag_in_the_state() -> None:
     assert content.endswith("\n</scratchpad>")
 
 
-@pytest.mark.asyncio
 async def test_recall_over_budget_is_cut_reported_and_storage_keeps_everything(
     bind: Bind,
 ) -> None:
@@ -248,7 +247,6 @@ async def test_recall_over_budget_is_cut_reported_and_storage_keeps_everything(
     assert await scope.stored_bytes() == before
 
 
-@pytest.mark.asyncio
 async def test_recall_accepts_a_budget_object() -> None:
     """A Budget limits the view to its ``max``."""
     from noetic_scratchpad import Budget
@@ -263,7 +261,6 @@ async def test_recall_accepts_a_budget_object() -> None:
 # -- store --------------------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
 async def test_store_applies_every_update_call_in_order(bind: Bind) -> None:
     """Every scratchpad/update call is merged in order; other items are ignored."""
     scope = await bind(scratchpad(schema=TaskNotes))
@@ -296,7 +293,6 @@ async def test_store_applies_every_update_call_in_order(bind: Bind) -> None:
     assert scope.ctx.handled_call_ids == {"c1", "c2", "c3"}
 
 
-@pytest.mark.asyncio
 async def test_store_skips_calls_the_runtime_already_handled(bind: Bind) -> None:
     """Ids in ctx.handled_call_ids are not applied again."""
     scope = await bind(scratchpad())
@@ -314,7 +310,6 @@ async def test_store_skips_calls_the_runtime_already_handled(bind: Bind) -> None
     assert [e.call_id for e in events.of(UpdateApplied)] == ["c2"]
 
 
-@pytest.mark.asyncio
 async def test_store_applies_each_call_id_at_most_once(bind: Bind) -> None:
     """The same items stored twice, and one id twice in a batch, apply once."""
     scope = await bind(scratchpad())
@@ -330,7 +325,6 @@ async def test_store_applies_each_call_id_at_most_once(bind: Bind) -> None:
     assert [e.call_id for e in events.of(UpdateApplied)] == ["c1", "c2"]
 
 
-@pytest.mark.asyncio
 async def test_store_with_no_update_calls_returns_none(bind: Bind) -> None:
     """Nothing to apply: None, and nothing is written."""
     scope = await bind(scratchpad())
@@ -342,7 +336,6 @@ async def test_store_with_no_update_calls_returns_none(bind: Bind) -> None:
     assert await scope.stored() is None
 
 
-@pytest.mark.asyncio
 async def test_store_drops_bad_calls_with_events_and_keeps_the_good_ones(bind: Bind) -> None:
     """Malformed and schema-violating calls are dropped with UpdateRejected; the hook does not
     raise, the good calls around them are applied, and the prior state is untouched by them."""
@@ -387,7 +380,6 @@ async def test_store_drops_bad_calls_with_events_and_keeps_the_good_ones(bind: B
     assert [e.call_id for e in events.of(UpdateApplied)] == ["ok1", "ok2"]
 
 
-@pytest.mark.asyncio
 async def test_store_with_only_rejected_calls_returns_none(bind: Bind) -> None:
     """When every call is dropped, store returns None and the stored state is as it was."""
     scope = await bind(scratchpad(), stored={"kept": True})
@@ -399,7 +391,6 @@ async def test_store_with_only_rejected_calls_returns_none(bind: Bind) -> None:
     assert await scope.stored() == {"kept": True}
 
 
-@pytest.mark.asyncio
 async def test_store_is_a_no_op_when_read_only(bind: Bind) -> None:
     """A read-only scratchpad's store hook returns None, writes nothing and emits nothing."""
     scope = await bind(scratchpad(read_only=True), stored={"kept": True})
@@ -415,7 +406,6 @@ async def test_store_is_a_no_op_when_read_only(bind: Bind) -> None:
     assert scope.ctx.handled_call_ids == set()
 
 
-@pytest.mark.asyncio
 async def test_store_without_init_works_on_the_given_state() -> None:
     """A host that calls store without init gets the merged state back (nothing persisted)."""
     layer = scratchpad()
@@ -427,7 +417,6 @@ async def test_store_without_init_works_on_the_given_state() -> None:
     assert isinstance(ctx.context["scratchpad"], ScratchpadHandle)
 
 
-@pytest.mark.asyncio
 async def test_store_turns_text_state_into_object_with_previous(bind: Bind) -> None:
     """An object update on a text scratchpad keeps the text under _previous (text wins)."""
     scope = await bind(scratchpad(template="Goal: ?"))
@@ -444,7 +433,6 @@ async def test_store_turns_text_state_into_object_with_previous(bind: Bind) -> N
 # -- on_spawn -----------------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
 async def test_on_spawn_resource_scope_gives_the_child_a_deep_copy() -> None:
     """Resource scope: the child's state equals the parent's and shares nothing with it."""
     parent_state = {"goal": "g", "plan": {"steps": ["a", {"sub": [1]}]}}
@@ -460,7 +448,6 @@ async def test_on_spawn_resource_scope_gives_the_child_a_deep_copy() -> None:
     assert parent_state == {"goal": "g", "plan": {"steps": ["a", {"sub": [1]}]}}
 
 
-@pytest.mark.asyncio
 async def test_on_spawn_thread_scope_returns_none() -> None:
     """Thread scope: a child starts on its own thread state, so on_spawn returns None."""
     ctx = ExecutionContext(thread_id="t1")
@@ -471,7 +458,6 @@ async def test_on_spawn_thread_scope_returns_none() -> None:
 # -- scope keys ---------------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
 async def test_resource_scope_uses_resource_id_else_thread_id(bind: Bind) -> None:
     """Resource scope keeps state under the resource id, or the thread id without one."""
     layer = scratchpad(scope="resource")
@@ -489,7 +475,6 @@ async def test_resource_scope_uses_resource_id_else_thread_id(bind: Bind) -> Non
 # -- events from the hooks ----------------------------------------------------------------
 
 
-@pytest.mark.asyncio
 async def test_failing_subscribers_never_break_a_write(
     bind: Bind, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -528,7 +513,6 @@ async def test_failing_subscribers_never_break_a_write(
     assert len(failures) == 6
 
 
-@pytest.mark.asyncio
 async def test_events_name_the_layer_and_the_resource_scope(bind: Bind) -> None:
     """Events of a resource-scoped scratchpad carry the resource id as scope_key."""
     scope = await bind(scratchpad(scope="resource"), thread_id="t9", resource_id="user-7")
@@ -545,7 +529,54 @@ async def test_events_name_the_layer_and_the_resource_scope(bind: Bind) -> None:
     ]
 
 
-@pytest.mark.asyncio
+async def test_async_subscribers_are_awaited_contained_and_cut_by_the_timeout() -> None:
+    """An async subscriber runs to its end, a failing one is contained, and a hanging one is
+    cancelled after ``handler_timeout``: ``drain`` returns once all three are done."""
+    bus = EventBus(handler_timeout=0.05)
+    seen: list[str] = []
+
+    async def record(event: ScratchpadEvent) -> None:
+        await anyio.lowlevel.checkpoint()
+        seen.append(event.kind)
+
+    async def broken(event: ScratchpadEvent) -> None:
+        raise RuntimeError("boom")
+
+    async def hang(event: ScratchpadEvent) -> None:
+        await anyio.sleep_forever()
+
+    for handler in (record, broken, hang):
+        bus.subscribe(handler)
+    ctx = ExecutionContext(thread_id="t1", events=bus)
+    await scratchpad().hooks.store(new_items=[call("c", {"a": 1})], state="", ctx=ctx)
+
+    with anyio.fail_after(5):
+        await bus.drain()
+    assert seen == ["update_applied"]
+
+
+async def test_event_stream_yields_the_hooks_events_in_order() -> None:
+    """``bus.stream()`` iterates the events the store hook emits, in order."""
+    bus = EventBus()
+    ctx = ExecutionContext(thread_id="t1", events=bus)
+    layer = scratchpad()
+    received: list[tuple[str, ...]] = []
+
+    async with bus.stream() as stream:
+        for index in range(3):
+            await layer.hooks.store(
+                new_items=[call(f"c{index}", {f"k{index}": index})], state="", ctx=ctx
+            )
+        with anyio.fail_after(5):
+            async for event in stream:
+                assert isinstance(event, UpdateApplied)
+                received.append(event.keys)
+                if len(received) == 3:
+                    break
+
+    assert received == [("k0",), ("k1",), ("k2",)]
+
+
 async def test_typeddict_and_dataclass_schemas_gate_writes(bind: Bind) -> None:
     """A TypedDict or dataclass schema accepts partial writes and rejects wrong types."""
     import dataclasses
@@ -569,7 +600,6 @@ async def test_typeddict_and_dataclass_schemas_gate_writes(bind: Bind) -> None:
         assert await scope.stored() == {"goal": "g"}, schema
 
 
-@pytest.mark.asyncio
 async def test_store_result_belongs_to_the_host(bind: Bind) -> None:
     """Mutating the state store returns changes neither storage nor the handle's state."""
     scope = await bind(scratchpad())
@@ -583,3 +613,38 @@ async def test_store_result_belongs_to_the_host(bind: Bind) -> None:
 
     assert await scope.stored() == {"steps": ["a"]}
     assert scope.handle.snapshot == {"steps": ["a"]}
+
+
+# -- on both loops ------------------------------------------------------------------------
+
+
+async def test_runs_on_the_loop_its_id_names(anyio_backend: str) -> None:
+    """The ``[asyncio]`` and ``[trio]`` runs of these tests really run on that loop, and the
+    package's one loop switch (``running_asyncio_loop``) tells them apart."""
+    assert sniffio.current_async_library() == anyio_backend
+    assert (running_asyncio_loop() is not None) == (anyio_backend == "asyncio")
+
+
+async def test_merge_gate_and_render_inside_a_task() -> None:
+    """Merge, gate and render, which the hooks call, give the same results on either loop."""
+    merged = merge_state("notes", {"a": {"b": 1}, "__proto__": 1})
+    gate = SchemaGate(TaskNotes)
+    view = render_view(merged, 1000)
+
+    assert merged == {"a": {"b": 1}, "_previous": "notes"}
+    assert gate.errors({"currentGoal": "g"}) == []
+    assert [e["type"] for e in gate.errors({"currentGoal": 1})] == ["string_type"]
+    assert view.text == "<scratchpad>\n" + json.dumps(merged, indent=2) + "\n</scratchpad>"
+
+
+async def test_concurrent_updates_lose_nothing(bind: Bind) -> None:
+    """Fifty tasks updating one scope at once keep every key."""
+    scope = await bind(scratchpad())
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            for index in range(50):
+                group.start_soon(scope.handle.update, {f"k{index}": index})
+
+    assert await scope.stored() == {f"k{index}": index for index in range(50)}
+    assert scope.handle.snapshot == {f"k{index}": index for index in range(50)}

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import trio
 
-import noetic_scratchpad.storage as storage_module
 from noetic_scratchpad import StorageConfigError, open_storage
+from noetic_scratchpad._background import running_async_library
 from noetic_scratchpad.storage import MemoryStorage
 
 pytestmark = pytest.mark.anyio
@@ -59,7 +59,7 @@ async def test_memory_storage_opens_under_trio() -> None:
 
 async def test_running_library_is_trio_here() -> None:
     """The check sees trio inside a trio task."""
-    assert storage_module._running_async_library() == "trio"
+    assert running_async_library() == "trio"
 
 
 def test_running_library_outside_any_loop_and_under_asyncio() -> None:
@@ -67,9 +67,9 @@ def test_running_library_outside_any_loop_and_under_asyncio() -> None:
     ``"asyncio"``."""
 
     async def library() -> str | None:
-        return storage_module._running_async_library()
+        return running_async_library()
 
-    assert storage_module._running_async_library() is None
+    assert running_async_library() is None
     assert asyncio.run(library()) == "asyncio"
 
 
@@ -78,9 +78,9 @@ def test_running_library_without_sniffio(monkeypatch: pytest.MonkeyPatch) -> Non
     asyncio and no loop is ``None``."""
 
     async def library() -> str | None:
-        return storage_module._running_async_library()
+        return running_async_library()
 
     monkeypatch.setitem(sys.modules, "sniffio", None)  # makes `import sniffio` fail
 
-    assert storage_module._running_async_library() is None
+    assert running_async_library() is None
     assert asyncio.run(library()) == "asyncio"
