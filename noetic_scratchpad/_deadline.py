@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Generator
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 
@@ -177,19 +177,63 @@ async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:
 
     A ``TimeoutError`` that ``pending`` raises itself (a backend's own timeout) passes
     through as it is. What it had started may still complete: the caller only stops
-    waiting.
+    waiting. On asyncio the limit is armed only once ``pending`` first suspends: a call
+    that completes without suspending (memory storage) could never be cut off, so it
+    pays for no timer.
     """
     if seconds is None:
         return await pending
-    bound = limit(seconds)
-    if bound is None:  # not asyncio: anyio's cancel scope, which trio makes cheap anyway
+    if running_asyncio_loop() is None:  # trio: anyio's cancel scope, which trio makes cheap
         with anyio.move_on_after(seconds):
             return await pending
         raise Expired
-    try:
-        with bound:
-            return await pending
-    except TimeoutError:
-        if bound.expired:
-            raise Expired from None
-        raise  # the call's own timeout, not ours
+    return await _Bounded(pending, seconds)
+
+
+class _Bounded(Generic[T]):
+    """An await of ``pending`` under a :class:`Limit` armed at its first suspension."""
+
+    __slots__ = ("_pending", "_seconds")
+
+    def __init__(self, pending: Awaitable[T], seconds: float) -> None:
+        self._pending = pending
+        self._seconds = seconds
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        steps = self._pending.__await__()
+        try:
+            yielded = steps.send(None)
+        except StopIteration as done:
+            result: T = done.value
+            return result  # finished without suspending: nothing to bound
+        bound = limit(self._seconds)
+        assert bound is not None  # on asyncio: checked by wait_for
+        try:
+            with bound:
+                return (yield from _resume(steps, yielded))
+        except TimeoutError:
+            if bound.expired:
+                raise Expired from None
+            raise  # the call's own timeout, not ours
+
+
+def _resume(steps: Generator[Any, Any, T], yielded: Any) -> Generator[Any, Any, T]:
+    """Go on driving a started await: what ``yield from`` does, from its second step."""
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            steps.close()
+            raise
+        except BaseException as exc:  # the task's cancellation, thrown in at the yield
+            try:
+                yielded = steps.throw(exc)
+            except StopIteration as done:
+                thrown_result: T = done.value
+                return thrown_result
+        else:
+            try:
+                yielded = steps.send(sent)
+            except StopIteration as done:
+                sent_result: T = done.value
+                return sent_result

@@ -172,6 +172,42 @@ async def test_wait_for_gives_up_with_expired_and_lets_a_calls_own_timeout_throu
     assert len(_keeper()) == 0
 
 
+@pytest.mark.asyncio
+async def test_wait_for_arms_no_timer_for_a_call_that_never_suspends() -> None:
+    """A call that finishes without suspending (memory storage) runs with no limit in
+    force; one that suspends gets its limit at its first suspension, which still expires,
+    and a cancellation from elsewhere still reaches it as a cancellation."""
+    in_force: list[int] = []
+
+    async def immediate() -> str:
+        in_force.append(len(_keeper()))
+        return "now"
+
+    async def suspends_then_returns() -> str:
+        await asyncio.sleep(0)
+        in_force.append(len(_keeper()))
+        await asyncio.sleep(0)
+        return "later"
+
+    assert await _deadline.wait_for(5, immediate()) == "now"
+    assert await _deadline.wait_for(5, suspends_then_returns()) == "later"
+    assert in_force == [0, 1]
+    assert len(_keeper()) == 0
+
+    async def suspends_forever() -> None:
+        await asyncio.sleep(0)
+        await asyncio.sleep(10)
+
+    with pytest.raises(_deadline.Expired):
+        await _deadline.wait_for(0.02, suspends_forever())
+    task = asyncio.ensure_future(_deadline.wait_for(5, suspends_forever()))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(_keeper()) == 0
+
+
 @pytest.mark.anyio
 async def test_wait_for_under_trio_uses_a_cancel_scope(anyio_backend: str) -> None:
     import anyio
