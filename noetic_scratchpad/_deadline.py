@@ -187,30 +187,33 @@ async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:
         with anyio.move_on_after(seconds):
             return await pending
         raise Expired
-    return await _Bounded(pending, seconds)
+    # Take the first step here: a call that finishes without suspending needs no limit,
+    # and no object is made for it (this is every write on memory storage).
+    steps = pending.__await__()
+    try:
+        yielded = steps.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    return await _Bounded(steps, yielded, seconds)
 
 
 class _Bounded(Generic[T]):
-    """An await of ``pending`` under a :class:`Limit` armed at its first suspension."""
+    """The rest of an await that has suspended, under a :class:`Limit` armed now."""
 
-    __slots__ = ("_pending", "_seconds")
+    __slots__ = ("_seconds", "_steps", "_yielded")
 
-    def __init__(self, pending: Awaitable[T], seconds: float) -> None:
-        self._pending = pending
+    def __init__(self, steps: Generator[Any, Any, T], yielded: Any, seconds: float) -> None:
+        self._steps = steps
+        self._yielded = yielded
         self._seconds = seconds
 
     def __await__(self) -> Generator[Any, Any, T]:
-        steps = self._pending.__await__()
-        try:
-            yielded = steps.send(None)
-        except StopIteration as done:
-            result: T = done.value
-            return result  # finished without suspending: nothing to bound
         bound = limit(self._seconds)
         assert bound is not None  # on asyncio: checked by wait_for
         try:
             with bound:
-                return (yield from _resume(steps, yielded))
+                return (yield from _resume(self._steps, self._yielded))
         except TimeoutError:
             if bound.expired:
                 raise Expired from None

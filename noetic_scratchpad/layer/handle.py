@@ -13,7 +13,7 @@ from ..storage import ScopedStorage
 from .arguments import applied_text
 from .config import ScratchpadState
 from .pipeline import UpdatePipeline, copy_state
-from .writer import Known, Loaded, ScopeWriter, Written, load
+from .writer import Loaded, ScopeWriter, Written, load
 
 __all__ = ("ScratchpadHandle", "copy_state")
 
@@ -97,9 +97,13 @@ class ScratchpadHandle:
         Returns the update as it was merged (parsed, checked, forbidden keys stripped);
         ``state`` holds the result, and shares the update's values: treat both as read-only.
         """
-        known = Known(self._passed, self._floats)
         update, self.state, written = await self._writer.write(
-            args, source=source, call_id=call_id, current=self.state, known=known
+            args,
+            source=source,
+            call_id=call_id,
+            current=self.state,
+            passed=self._passed,
+            floats=self._floats,
         )
         self._remember(written)
         return update

@@ -29,7 +29,7 @@ from ..storage.base import UpdateFn
 from .config import STATE_KEY, ScratchpadState
 from .pipeline import UpdatePipeline
 
-__all__ = ("Known", "Loaded", "ScopeWriter", "Written", "load")
+__all__ = ("Loaded", "ScopeWriter", "Written", "load")
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is twice as slow
@@ -40,15 +40,6 @@ class Written:
     state: dict[str, Any]
     encoded: bytes
     has_floats: bool | None
-
-
-@dataclass(frozen=True, slots=True)
-class Known:
-    """What the caller knows of the scope before a write: ``passed``, a state known to fit
-    the schema; ``floats``, a state object and whether it holds floats."""
-
-    passed: Any = None
-    floats: tuple[Any, bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,17 +114,22 @@ class ScopeWriter:
         source: WriteSource,
         call_id: str | None,
         current: ScratchpadState,
-        known: Known,
+        passed: Any = None,
+        floats: tuple[Any, bool] | None = None,
     ) -> tuple[dict[str, Any], ScratchpadState, Written | None]:
         """Apply one update. Returns it as merged, the new state, and what the transition
         learned about that state (``None`` when storage handed back another object).
+
+        What the caller knows spares work: ``passed``, a state known to fit the schema
+        (a decoded copy of it is not validated again); ``floats``, a state object and
+        whether it holds floats.
 
         Raises ``ScratchpadUpdateError`` (refused) or ``StorageError`` (not saved, or not
         known to be saved), after its ``UpdateRejected``.
         """
         try:
             update = self.pipeline.prepare(args)
-            new_state, written = await self._store(update, current, known)
+            new_state, written = await self._store(update, current, passed, floats)
         except BaseException as exc:
             refusal = _refusal(exc)
             if refusal is None:
@@ -158,14 +154,17 @@ class ScopeWriter:
         return update, new_state, written
 
     async def _store(
-        self, update: dict[str, Any], current: ScratchpadState, known: Known
+        self,
+        update: dict[str, Any],
+        current: ScratchpadState,
+        passed: Any,
+        floats: tuple[Any, bool] | None,
     ) -> tuple[ScratchpadState, Written | None]:
         pipeline = self.pipeline
         update_floats = contains_float(update)
-        # The last state this execution wrote or checked: storage that hands back decoded
-        # copies (PostgreSQL, SQLite after another process wrote) returns an equal value
-        # when no one else wrote since, and then the copy need not be checked again.
-        passed, floats = known.passed, known.floats
+        # ``passed``: storage that hands back decoded copies (PostgreSQL, SQLite after
+        # another process wrote) returns a value equal to it when no one else wrote since,
+        # and then the copy need not be checked again.
         produced: list[Written] = []
 
         def transition(stored: Any) -> dict[str, Any]:
