@@ -84,8 +84,9 @@ class SqliteStorage(StorageBackend):
     # -- reads: one hop each, on the read-only connection ----------------------------------
 
     async def get(self, key: str) -> JsonValue | None:
-        found = await self._get_row(key)
-        return None if found is None else found[0]
+        for (data,) in await self._read(self._sql.get, (key,)):
+            return decode_row(self.path, key, data)
+        return None
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
         return [key for (key,) in await self._read(*self._sql.keys(prefix))]
@@ -96,18 +97,12 @@ class SqliteStorage(StorageBackend):
         for start in range(0, len(wanted), _GET_MANY_CHUNK):
             chunk = wanted[start : start + _GET_MANY_CHUNK]
             for key, data in await self._read(self._sql.get_many(len(chunk)), chunk):
-                found[key] = decode_row(self.path, key, data)[0]
+                found[key] = decode_row(self.path, key, data)
         return {key: found[key] for key in wanted if key in found}
 
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
         rows = await self._read(*self._sql.describe(prefix))
         return [KeyInfo(key, size, updated_at) for key, size, updated_at in rows]
-
-    async def _get_row(self, key: str) -> tuple[JsonValue, str] | None:
-        """The value at ``key`` and the JSON text it was decoded from, or ``None``."""
-        for (data,) in await self._read(self._sql.get, (key,)):
-            return decode_row(self.path, key, data)
-        return None
 
     async def _read(self, sql: str, params: Sequence[Any]) -> builtins.list[Any]:
         if self._closed:

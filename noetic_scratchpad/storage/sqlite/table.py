@@ -64,11 +64,10 @@ def _prefix_range(prefix: str) -> tuple[str, list[str]]:
     return " WHERE key >= ? AND key < ?", [prefix, upper]
 
 
-def decode_row(path: str, key: str, data: bytes) -> tuple[JsonValue, str]:
-    """The value of a row read as bytes, and its JSON text; a clear error for a bad row."""
+def decode_row(path: str, key: str, data: bytes) -> JsonValue:
+    """The value of a row read as bytes; a clear error for a bad row."""
     try:
-        text = data.decode()
-        return _json.loads(text), text
+        return _json.loads(data.decode())
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise StorageError(
             f"the value stored at {key!r} in {path} is not JSON text ({exc}); it was not "

@@ -8,8 +8,8 @@ writer connection's thread, so it costs one thread hop however many statements i
 - ``BEGIN IMMEDIATE`` takes SQLite's write lock before the transaction reads anything, so
   writers in other processes sharing the file are serialized by SQLite itself, and no
   read-modify-write can be interleaved with another's.
-- The writer keeps the rows it committed lately, as text and decoded value, and hands an
-  update the very object it last stored. That cache is only true while no other connection
+- The writer keeps the values of the rows it committed lately, and hands an update the
+  very object it last stored. That cache is only true while no other connection
   has written: each transaction reads ``PRAGMA data_version``, which changes only when
   another connection has committed since our last transaction, and then drops it all
   before reading anything.
@@ -42,11 +42,17 @@ __all__ = ("DeleteJob", "Job", "SetJob", "SqliteWriter", "UpdateJob")
 
 _T = TypeVar("_T")
 
-#: Rows whose last committed text and decoded value the writer keeps (see ``_recent``).
+#: Rows whose last committed value the writer keeps (see ``_recent``).
 _RECENT_ROWS = 256
 _MISSING = object()
-#: The value of a row written in this batch as text (a ``set``), not parsed yet.
-_UNPARSED = object()
+
+
+@dataclass(slots=True)
+class _Unparsed:
+    """A row written in this batch by a ``set``: its text, parsed only if an update of the
+    same key follows in the batch."""
+
+    text: str
 
 
 # Plain slotted classes: a frozen dataclass's __init__ costs twice as much, on every write.
@@ -76,9 +82,9 @@ class _Batch:
     __slots__ = ("latest", "outcomes", "written")
 
     def __init__(self) -> None:
-        # (text, value) of rows read or written in this batch, as in ``_recent``, so jobs
-        # on one key chain without re-reading; the value is _UNPARSED after a set.
-        self.latest: dict[str, tuple[str | None, Any]] = {}
+        # The value of each row read or written in this batch (None: missing, _Unparsed
+        # after a set), so jobs on one key chain without re-reading.
+        self.latest: dict[str, Any] = {}
         # The final row of each key written, as (text, value), the value _MISSING for a
         # set; None deletes the row.
         self.written: dict[str, tuple[str, Any] | None] = {}
@@ -86,12 +92,12 @@ class _Batch:
         self.outcomes: list[Any] = []
 
     def set(self, key: str, text: str) -> None:
-        self.latest[key] = (text, _UNPARSED)
+        self.latest[key] = _Unparsed(text)
         self.written[key] = (text, _MISSING)
         self.outcomes.append(None)
 
     def delete(self, key: str) -> None:
-        self.latest[key] = (None, None)
+        self.latest[key] = None
         self.written[key] = None
         self.outcomes.append(None)
 
@@ -119,9 +125,9 @@ class SqliteWriter:
         self.conn = raw_connection(connection)
         self.options = options
         self._sql = sql
-        # key -> (text, value) of rows this writer committed lately. Each entry was the
-        # stored row when this writer's last transaction committed; see _forget_if_stale.
-        self._recent: OrderedDict[str, tuple[str, Any]] = OrderedDict()
+        # key -> value of rows this writer committed lately. Each entry was the stored
+        # row when this writer's last transaction committed; see _forget_if_stale.
+        self._recent: OrderedDict[str, Any] = OrderedDict()
         self._data_version: int | None = None
 
     async def call(self, fn: Callable[..., _T], *args: Any) -> _T:
@@ -202,33 +208,27 @@ class SqliteWriter:
         fails it alone. A database error is not the job's: it propagates, failing the batch."""
         key = job.key
         try:
-            stored, current = self._current_row(conn, key, batch)
-            batch.latest[key] = (stored, current)
+            current = batch.latest[key] = self._current_value(conn, key, batch)
             value = job.fn(current)
             text = _json.dumps(value).decode()  # ValueError for what JSON cannot hold
         except sqlite3.Error:
             raise
         except Exception as exc:
             return exc
-        batch.latest[key] = batch.written[key] = (text, value)
+        batch.latest[key] = value
+        batch.written[key] = (text, value)
         return value
 
-    def _current_row(
-        self, conn: sqlite3.Connection, key: str, batch: _Batch
-    ) -> tuple[str | None, Any]:
-        """``(text, value)`` of ``key`` as this transaction sees it; ``(None, None)`` when
-        missing. Rows in ``_recent`` are what is stored (see ``_forget_if_stale``)."""
-        row = batch.latest.get(key) or self._recent.get(key)
-        if row is None:
-            found = conn.execute(self._sql.get, (key,)).fetchone()
-            if found is None:
-                return None, None
-            value, text = decode_row(self.options.path, key, found[0])
-            return text, value
-        stored, current = row
-        if current is _UNPARSED and stored is not None:  # a set's text
-            current = _json.loads(stored)
-        return stored, current
+    def _current_value(self, conn: sqlite3.Connection, key: str, batch: _Batch) -> Any:
+        """The value of ``key`` as this transaction sees it; ``None`` when missing. Rows
+        in ``_recent`` are what is stored (see ``_forget_if_stale``)."""
+        if key in batch.latest:
+            value = batch.latest[key]
+            return _json.loads(value.text) if isinstance(value, _Unparsed) else value
+        if key in self._recent:
+            return self._recent[key]
+        found = conn.execute(self._sql.get, (key,)).fetchone()
+        return None if found is None else decode_row(self.options.path, key, found[0])
 
     def _write_rows(self, conn: sqlite3.Connection, jobs: Sequence[Job], batch: _Batch) -> None:
         """Write each key's final row. A statement SQLite refuses for that row alone (a
@@ -253,7 +253,7 @@ class SqliteWriter:
             if row is None or row[1] is _MISSING:
                 recent.pop(key, None)
             else:
-                recent[key] = row
+                recent[key] = row[1]
                 recent.move_to_end(key)
         while len(recent) > _RECENT_ROWS:
             recent.popitem(last=False)
