@@ -7,7 +7,15 @@ from typing import Any
 
 import orjson
 
-__all__ = ("ArgumentsError", "dumps", "loads", "loads_arguments", "same_value")
+__all__ = (
+    "ArgumentsError",
+    "dumps",
+    "json_kind",
+    "loads",
+    "loads_arguments",
+    "reject_constant",
+    "same_value",
+)
 
 
 def dumps(value: Any) -> bytes:
@@ -78,20 +86,22 @@ def loads_arguments(text: str) -> dict[str, Any]:
     backend could store them). Raises :class:`ArgumentsError`.
     """
     try:
-        value = json.loads(text or "{}", parse_constant=_reject_constant)
+        value = json.loads(text or "{}", parse_constant=reject_constant)
     except RecursionError:  # the stdlib parser recurses once per nesting level
         raise ArgumentsError("depth", "nested far too deeply") from None
     except ValueError as exc:
         raise ArgumentsError("json", str(exc)) from None
     if not isinstance(value, dict):
-        raise ArgumentsError("type", "not an object", _kind(value))
+        raise ArgumentsError("type", "not an object", json_kind(value))
     return value
 
 
-def _reject_constant(name: str) -> Any:
+def reject_constant(name: str) -> Any:
+    """``parse_constant`` for ``json.loads``: NaN and Infinity are not JSON numbers."""
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """What JSON calls the type of ``value``: ``string``, ``array``, ``null``..."""
     kinds = {str: "string", bool: "boolean", int: "number", float: "number", list: "array"}
     return "null" if value is None else kinds.get(type(value), type(value).__name__)

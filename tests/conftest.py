@@ -14,6 +14,7 @@ import pytest_asyncio
 
 from noetic_scratchpad import open_storage
 from noetic_scratchpad.storage import StorageBackend
+from noetic_scratchpad.testing import FaultyStorage
 
 POSTGRES_URL = os.environ.get(
     "NOETIC_SCRATCHPAD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -98,14 +99,16 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest_asyncio.fixture
 async def storage(backend_kind: str, tmp_path: Path) -> AsyncIterator[StorageBackend]:
-    """Every backend in turn, opened by URL and closed afterwards (PostgreSQL: table dropped)."""
-    url = backend_url(backend_kind, tmp_path)
-    backend = await open_storage(url)
+    """Every backend in turn, opened by URL and closed afterwards (PostgreSQL: table dropped).
+    A kind ``faulty-X`` is backend X behind a healthy ``FaultyStorage``."""
+    url = backend_url(backend_kind.removeprefix("faulty-"), tmp_path)
+    inner = await open_storage(url)
+    backend = FaultyStorage(inner) if backend_kind.startswith("faulty-") else inner
     try:
         yield backend
     finally:
         await backend.aclose()
-        if hasattr(backend, "drop_table"):
+        if hasattr(inner, "drop_table"):
             # The test may have closed the backend itself: drop through a fresh one.
             async with await open_storage(url) as cleanup:
                 await cleanup.drop_table()  # type: ignore[attr-defined]

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import _json
+from .._json import json_kind, reject_constant
 from ..errors import ScratchpadUpdateError
 from ..merge import MAX_DEPTH
 
@@ -68,14 +69,3 @@ def describe_errors(errors: Sequence[dict[str, Any]], limit: int = 5) -> str:
     if len(errors) > limit:
         parts.append(f"and {len(errors) - limit} more")
     return "; ".join(parts)
-
-
-def json_kind(value: Any) -> str:
-    """What JSON calls the type of ``value``: ``string``, ``array``, ``null``..."""
-    kinds = {str: "string", bool: "boolean", int: "number", float: "number", list: "array"}
-    return "null" if value is None else kinds.get(type(value), type(value).__name__)
-
-
-def reject_constant(name: str) -> Any:
-    """``parse_constant`` for ``json.loads``: NaN and Infinity are not JSON numbers."""
-    raise ValueError(f"{name} is not a JSON number")

@@ -7,17 +7,11 @@ quirks belong in their own test files.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from noetic_scratchpad import open_storage
 from noetic_scratchpad.storage import ScopedStorage, StorageBackend
-from noetic_scratchpad.testing import FaultyStorage
-from tests.conftest import backend_url
 
 pytestmark = pytest.mark.asyncio
 
@@ -27,20 +21,6 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
     """The shared backends, plus a wrapper: it must keep the contract as they do."""
     kind: str = request.param
     return kind
-
-
-@pytest_asyncio.fixture
-async def storage(backend_kind: str, tmp_path: Path) -> AsyncIterator[StorageBackend]:
-    url = backend_url(backend_kind.removeprefix("faulty-"), tmp_path)
-    backend = await open_storage(url)
-    wrapped = FaultyStorage(backend) if backend_kind.startswith("faulty-") else backend
-    try:
-        yield wrapped
-    finally:
-        await wrapped.aclose()
-        if hasattr(backend, "drop_table"):
-            async with await open_storage(url) as cleanup:
-                await cleanup.drop_table()
 
 
 JSON_VALUES: list[Any] = [

@@ -11,14 +11,8 @@ KeyedBatcher`: the writers queued behind a running transaction are combined into
 one. A hundred tasks writing one scope therefore hold one pool connection and commit a few
 times, instead of taking every connection of the pool and queueing on the row lock.
 
-URL options (also keyword arguments of :meth:`PostgresStorage.open`, which win)::
-
-    postgresql://user:secret@db.internal:5432/app?table=scratchpad_kv&pool_size=10
-
-``table`` (``[schema.]name``, default ``scratchpad_kv``), ``pool_size`` (an alias of
-``max_size``), ``min_size`` and ``max_size``. They are removed before the URL goes to
-asyncpg; every other parameter (``sslmode``, ``application_name``, a server setting such
-as ``lock_timeout``) passes through.
+URL options (``table``, ``pool_size``, ``min_size``, ``max_size``; everything else passes
+through to asyncpg) are described in :mod:`.options`.
 
 Messages, logs and ``repr`` show the URL with its secrets replaced by ``***``: the password
 of ``user:password@``, and the query parameters ``password`` and ``sslpassword``.
