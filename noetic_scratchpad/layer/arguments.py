@@ -9,35 +9,45 @@ from .. import _json
 from .._json import json_kind, reject_constant
 from ..errors import ScratchpadUpdateError
 from ..merge import MAX_DEPTH
+from .config import UPDATE_TOOL
 
 __all__ = (
     "FIX_HINTS",
     "applied_text",
     "describe_errors",
+    "fix_hint",
     "json_kind",
     "parse_arguments",
     "reject_constant",
 )
 
-#: What the model is told to do after each kind of rejected update.
+#: What the model is told to do after each kind of rejected update; ``{tool}`` is the
+#: update tool's name as the model sees it (see :func:`fix_hint`).
 FIX_HINTS = {
-    "malformed": "Call scratchpad/update with a JSON object of the fields to change, "
-    'for example {"currentGoal": "..."}.',
-    "schema": "Fix these fields and call scratchpad/update again with only the fields to change.",
+    "malformed": "Call {tool} with a JSON object of the fields to change, "
+    'for example {{"currentGoal": "..."}}.',
+    "schema": "Fix these fields and call {tool} again with only the fields to change.",
     "too_large": "Condense the scratchpad: replace long lists or notes with a short summary "
     "(writing a key replaces its value) and try again.",
     "read_only": "This scratchpad is read-only; do not try to update it.",
 }
 
 
-def parse_arguments(arguments: str | Mapping[str, Any]) -> dict[str, Any]:
-    """Turn a model's tool-call arguments into an update, or raise ``ScratchpadUpdateError``."""
+def fix_hint(kind: str, tool: str = UPDATE_TOOL) -> str:
+    """What the model is told to do after a rejected update of ``kind``, naming the update
+    tool ``tool`` as the model sees it (a provider or framework may have renamed it)."""
+    return FIX_HINTS[kind].format(tool=tool)
+
+
+def parse_arguments(arguments: str | Mapping[str, Any], tool: str = UPDATE_TOOL) -> dict[str, Any]:
+    """Turn a model's tool-call arguments into an update, or raise ``ScratchpadUpdateError``
+    whose message names the update tool ``tool``."""
     if isinstance(arguments, Mapping):
         return dict(arguments)
     if not isinstance(arguments, str):
         raise ScratchpadUpdateError(
             f"The arguments are a JSON {json_kind(arguments)}, not an object. "
-            + FIX_HINTS["malformed"],
+            + fix_hint("malformed", tool),
             reason="malformed",
         )
     try:
@@ -50,7 +60,7 @@ def parse_arguments(arguments: str | Mapping[str, Any]) -> dict[str, Any]:
         else:
             what = f"are not valid JSON ({exc})"
         raise ScratchpadUpdateError(
-            f"The arguments {what}. {FIX_HINTS['malformed']}", reason="malformed"
+            f"The arguments {what}. {fix_hint('malformed', tool)}", reason="malformed"
         ) from None
 
 

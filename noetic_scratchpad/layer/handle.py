@@ -13,6 +13,7 @@ from ..storage import ScopedStorage
 from .arguments import applied_text
 from .config import ScratchpadState
 from .pipeline import UpdatePipeline, copy_state
+from .view import view_of
 from .writer import Loaded, ScopeWriter, Written, load
 
 __all__ = ("ScratchpadHandle", "copy_state")
@@ -38,6 +39,7 @@ class ScratchpadHandle:
         *,
         layer_id: str,
         scope_key: str,
+        budget: int,
     ) -> None:
         self.layer = owner
         """The layer this handle belongs to."""
@@ -47,6 +49,7 @@ class ScratchpadHandle:
         self.state: ScratchpadState = state
         """The latest state this handle knows of. Treat it as read-only; see ``snapshot``."""
         self._layer_id = layer_id
+        self._budget = budget
         self._writer = ScopeWriter(pipeline, storage, ctx, layer_id=layer_id, scope_key=scope_key)
         # (state object, whether it holds floats): lets recall pick the fast renderer.
         self._floats: tuple[Any, bool] | None = None
@@ -55,6 +58,16 @@ class ScratchpadHandle:
         # The last state this handle wrote or checked: a decoded copy of it that storage
         # hands back at the next write is not checked again.
         self._passed: Any = None
+
+    @property
+    def tool_name(self) -> str:
+        """The update tool's name as the model sees it; the texts that tell the model what
+        to fix name it. Set it when a provider or framework renames the tool."""
+        return self._writer.tool_name
+
+    @tool_name.setter
+    def tool_name(self, name: str) -> None:
+        self._writer.tool_name = name
 
     @property
     def snapshot(self) -> ScratchpadState:
@@ -107,6 +120,24 @@ class ScratchpadHandle:
         )
         self._remember(written)
         return update
+
+    def block(self, budget: int | None = None) -> str:
+        """The ``<scratchpad>`` block of the current state, as ``recall`` gives it, in at
+        most ``budget`` tokens (default, the layer's budget); ``""`` while the scratchpad is
+        empty. Call :meth:`refresh` first to see what other executions wrote."""
+        state = self.state
+        if not state:
+            return ""
+        limit = self._budget if budget is None else budget
+        view = view_of(
+            state,
+            limit,
+            self.ctx,
+            layer_id=self._layer_id,
+            scope_key=self.scope_key,
+            has_floats=self.floats_hint(state),
+        )
+        return view.text or ""
 
     async def refresh(self) -> ScratchpadState:
         """Re-read the stored state (another execution may have written it).

@@ -34,8 +34,8 @@ from ..errors import (
 )
 from ..merge import InvalidValueError, merge_state, to_json_value
 from ..schema import SchemaGate
-from .arguments import FIX_HINTS, describe_errors, json_kind, parse_arguments, reject_constant
-from .config import ScratchpadConfig, ScratchpadState
+from .arguments import describe_errors, fix_hint, json_kind, parse_arguments, reject_constant
+from .config import UPDATE_TOOL, ScratchpadConfig, ScratchpadState
 
 __all__ = ("Transition", "UpdatePipeline", "copy_state")
 
@@ -61,18 +61,19 @@ class UpdatePipeline:
 
     # -- step 1: the arguments --------------------------------------------------------
 
-    def prepare(self, args: str | Mapping[str, Any]) -> dict[str, Any]:
-        """The update ``args`` ask for, checked before it meets any state."""
+    def prepare(self, args: str | Mapping[str, Any], *, tool: str = UPDATE_TOOL) -> dict[str, Any]:
+        """The update ``args`` ask for, checked before it meets any state. Refusals name
+        the update tool ``tool`` as the model sees it."""
         if self.config.read_only:
-            raise ScratchpadReadOnlyError(FIX_HINTS["read_only"])
+            raise ScratchpadReadOnlyError(fix_hint("read_only", tool))
         # A plain dict is copied by to_json_value anyway; anything else is parsed first.
-        values = args if type(args) is dict else parse_arguments(args)
+        values = args if type(args) is dict else parse_arguments(args, tool)
         try:
             cleaned: dict[str, Any] = to_json_value(values)
         except InvalidValueError as exc:
             raise ScratchpadUpdateError(
                 f"The update cannot be stored as JSON: {exc}. Send only objects, lists, "
-                "strings, finite numbers, booleans and null. " + FIX_HINTS["malformed"],
+                "strings, finite numbers, booleans and null. " + fix_hint("malformed", tool),
                 reason="malformed",
             ) from None
         return cleaned
@@ -87,13 +88,15 @@ class UpdatePipeline:
         checked: bool = False,
         passed: Any = None,
         cleaned: bool = False,
+        tool: str = UPDATE_TOOL,
     ) -> Transition:
         """The state after ``update``, from what storage holds (``None``: nothing).
 
         ``checked``: the caller knows ``stored`` passes. ``passed``: a state known to pass,
         so that a decoded copy of it need not be checked again. ``cleaned``: ``update``
         came from :meth:`prepare` and is the caller's alone, so the new state may hold its
-        values instead of copies. Raises ``ScratchpadUpdateError``; pure otherwise.
+        values instead of copies. ``tool``: the update tool's name as the model sees it.
+        Raises ``ScratchpadUpdateError``; pure otherwise.
         """
         state = self.initial_state() if stored is None else stored
         if not (checked or self._is_known(state, passed)) and self.problem(state) is not None:
@@ -107,14 +110,14 @@ class UpdatePipeline:
             if errors:
                 raise ScratchpadValidationError(
                     "The update does not fit the scratchpad's schema: "
-                    f"{describe_errors(errors)}. {FIX_HINTS['schema']}",
+                    f"{describe_errors(errors)}. {fix_hint('schema', tool)}",
                     errors=errors,
                 )
         encoded = _json.dumps(merged)
         if len(encoded) > self.config.max_state_bytes:
             raise ScratchpadUpdateError(
                 f"The scratchpad would grow to {len(encoded):,} bytes, over its limit of "
-                f"{self.config.max_state_bytes:,}. {FIX_HINTS['too_large']}",
+                f"{self.config.max_state_bytes:,}. {fix_hint('too_large', tool)}",
                 reason="too_large",
             )
         self._known.add(merged)

@@ -9,10 +9,9 @@ from typing import Any, Literal
 
 from ..context import ExecutionContext
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
-from ..events import ViewTruncated
+from ..events import EventBus
 from ..items import FunctionCall, LLMResponse, Message
-from ..render import estimate_tokens, render_view
-from ..storage import ScopedStorage
+from ..storage import ScopedStorage, StorageBackend
 from .arguments import applied_text
 from .base import (
     Budget,
@@ -29,6 +28,7 @@ from .base import (
 from .config import UPDATE_TOOL, ScratchpadConfig, ScratchpadState
 from .handle import ScratchpadHandle, copy_state
 from .pipeline import UpdatePipeline
+from .view import view_of
 from .writer import load
 
 __all__ = ("ScratchpadLayer", "scratchpad")
@@ -74,6 +74,36 @@ class ScratchpadLayer:
         """The state of a scope nothing has been written to: the template, else empty."""
         return self.pipeline.initial_state()
 
+    async def open(
+        self,
+        storage: StorageBackend,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        events: EventBus | None = None,
+        tool_name: str = UPDATE_TOOL,
+    ) -> ScratchpadHandle:
+        """A handle bound to one scope of ``storage``, its state loaded: the one call a host
+        needs (a framework integration, a server, an own loop).
+
+        The scope is the thread's, or for ``scope="resource"`` the resource's (the thread's
+        when ``resource_id`` is ``None``). ``events``: the bus to report on (share the app's
+        to see every scope's events; default, a bus of the handle's own, at
+        ``handle.ctx.events``). ``tool_name``: the update tool's name as the model sees it,
+        which the texts that tell the model what to fix name.
+
+        Raises ``StorageError`` when storage does not answer within ``read_timeout``.
+        """
+        ctx = ExecutionContext(
+            thread_id=thread_id, resource_id=resource_id, events=events or EventBus()
+        )
+        scoped = ScopedStorage.for_layer(storage, self, ctx)
+        loaded = await load(self.pipeline, scoped, ctx, layer_id=self.id)
+        handle = self.bind(scoped, ctx, loaded.state)
+        handle.adopt(loaded)
+        handle.tool_name = tool_name
+        return handle
+
     # -- hooks ---------------------------------------------------------------------------
 
     async def init(
@@ -99,18 +129,8 @@ class ScratchpadLayer:
         limit = budget.max if isinstance(budget, Budget) else budget
         handle = ctx.context.get(self.id)
         hint = handle.floats_hint(state) if isinstance(handle, ScratchpadHandle) else None
-        view = render_view(state, limit, ctx.tokenize or estimate_tokens, has_floats=hint)
-        if view.truncated:
-            ctx.events.emit(
-                ViewTruncated(
-                    layer_id=self.id,
-                    scope_key=ctx.scope_key(self.scope),
-                    execution_id=ctx.execution_id,
-                    budget=limit,
-                    total_tokens=view.total_tokens,
-                    omitted_tokens=view.omitted_tokens,
-                )
-            )
+        scope_key = ctx.scope_key(self.scope)
+        view = view_of(state, limit, ctx, layer_id=self.id, scope_key=scope_key, has_floats=hint)
         if view.text is None:
             return None
         return RecallResult(
@@ -174,7 +194,14 @@ class ScratchpadLayer:
         """Attach a handle to ``ctx.context[self.id]`` and return it."""
         scope_key = storage.scope_key if storage else ctx.scope_key(self.scope)
         handle = ScratchpadHandle(
-            self, self.pipeline, storage, ctx, state, layer_id=self.id, scope_key=scope_key
+            self,
+            self.pipeline,
+            storage,
+            ctx,
+            state,
+            layer_id=self.id,
+            scope_key=scope_key,
+            budget=self.budget.max,
         )
         ctx.context[self.id] = handle
         return handle

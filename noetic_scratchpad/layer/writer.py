@@ -26,7 +26,7 @@ from ..events import StateDiscarded, UpdateApplied, UpdateRejected, WriteSource
 from ..render import contains_float
 from ..storage import ScopedStorage
 from ..storage.base import UpdateFn
-from .config import STATE_KEY, ScratchpadState
+from .config import STATE_KEY, UPDATE_TOOL, ScratchpadState
 from .pipeline import UpdatePipeline
 
 __all__ = ("Loaded", "ScopeWriter", "Written", "load")
@@ -106,6 +106,8 @@ class ScopeWriter:
         self.ctx = ctx
         self.layer_id = layer_id
         self.scope_key = scope_key
+        self.tool_name = UPDATE_TOOL
+        """The update tool's name as the model sees it: refusals tell the model to call it."""
 
     async def write(
         self,
@@ -128,7 +130,7 @@ class ScopeWriter:
         known to be saved), after its ``UpdateRejected``.
         """
         try:
-            update = self.pipeline.prepare(args)
+            update = self.pipeline.prepare(args, tool=self.tool_name)
             new_state, written = await self._store(update, current, passed, floats)
         except BaseException as exc:
             refusal = _refusal(exc)
@@ -166,9 +168,10 @@ class ScopeWriter:
         # another process wrote) returns a value equal to it when no one else wrote since,
         # and then the copy need not be checked again.
         produced: list[Written] = []
+        tool = self.tool_name
 
         def transition(stored: Any) -> dict[str, Any]:
-            result = pipeline.transition(stored, update, passed=passed, cleaned=True)
+            result = pipeline.transition(stored, update, passed=passed, cleaned=True, tool=tool)
             # From the state object the caller knows (no one else wrote since), whether the
             # result holds floats follows without looking at the whole state.
             same = floats is not None and stored is floats[0]

@@ -1,0 +1,35 @@
+"""The ``<scratchpad>`` block of a state within a token budget, reporting a cut as an event."""
+
+from __future__ import annotations
+
+from ..context import ExecutionContext
+from ..events import ViewTruncated
+from ..render import RenderedView, estimate_tokens, render_view
+from .config import ScratchpadState
+
+__all__ = ("view_of",)
+
+
+def view_of(
+    state: ScratchpadState,
+    limit: int,
+    ctx: ExecutionContext,
+    *,
+    layer_id: str,
+    scope_key: str,
+    has_floats: bool | None = None,
+) -> RenderedView:
+    """The block for ``state`` in at most ``limit`` tokens; a cut block emits ``ViewTruncated``."""
+    view = render_view(state, limit, ctx.tokenize or estimate_tokens, has_floats=has_floats)
+    if view.truncated:
+        ctx.events.emit(
+            ViewTruncated(
+                layer_id=layer_id,
+                scope_key=scope_key,
+                execution_id=ctx.execution_id,
+                budget=limit,
+                total_tokens=view.total_tokens,
+                omitted_tokens=view.omitted_tokens,
+            )
+        )
+    return view

@@ -1,0 +1,134 @@
+"""``layer.open``: one call to a handle bound to a scope, its ``block`` and its tool name."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from noetic_scratchpad import (
+    EventBus,
+    ScratchpadHandle,
+    ScratchpadUpdateError,
+    ScratchpadValidationError,
+    UpdateApplied,
+    UpdateRejected,
+    ViewTruncated,
+    scratchpad,
+)
+from noetic_scratchpad.keys import state_key
+from noetic_scratchpad.storage import MemoryStorage
+from noetic_scratchpad.testing import capture_events
+
+#: Every async test runs twice: on asyncio and under trio (``anyio_backend`` in conftest).
+pytestmark = pytest.mark.anyio
+
+
+class Notes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    goal: str = ""
+    steps: list[str] = []
+
+
+async def test_open_loads_the_stored_state_of_the_thread() -> None:
+    backend = MemoryStorage()
+    await backend.set(state_key("scratchpad", "thread", "t1"), {"goal": "ship"})
+    handle = await scratchpad().open(backend, thread_id="t1")
+    assert isinstance(handle, ScratchpadHandle)
+    assert handle.snapshot == {"goal": "ship"}
+    assert handle.ctx.context["scratchpad"] is handle
+
+
+async def test_open_writes_go_to_the_scope_and_a_second_handle_sees_them() -> None:
+    backend = MemoryStorage()
+    layer = scratchpad(scope="resource")
+    first = await layer.open(backend, thread_id="t1", resource_id="alice")
+    await first.update({"goal": "ship"})
+    assert await backend.get(state_key("scratchpad", "resource", "alice")) == {"goal": "ship"}
+    assert await backend.get(state_key("scratchpad", "thread", "t1")) is None
+    second = await layer.open(backend, thread_id="t2", resource_id="alice")
+    assert second.snapshot == {"goal": "ship"}
+    await second.update({"steps": ["a"]})
+    assert await first.refresh() == {"goal": "ship", "steps": ["a"]}
+
+
+async def test_open_reports_on_the_bus_it_is_given() -> None:
+    bus = EventBus()
+    with capture_events(bus) as events:
+        handle = await scratchpad().open(MemoryStorage(), thread_id="t1", events=bus)
+        await handle.update({"goal": "ship"})
+    assert handle.ctx.events is bus
+    assert [type(event) for event in events] == [UpdateApplied]
+
+
+async def test_block_is_the_text_recall_gives() -> None:
+    layer = scratchpad()
+    handle = await layer.open(MemoryStorage(), thread_id="t1")
+    assert handle.block() == ""  # nothing to show yet
+    await handle.update({"goal": "ship"})
+    recall = await layer.recall(state=handle.state, budget=layer.budget, ctx=handle.ctx)
+    assert recall is not None
+    assert handle.block() == recall.items[0].content
+    assert handle.block().startswith("<scratchpad>")
+    assert json.loads(handle.block().removeprefix("<scratchpad>").removesuffix("</scratchpad>"))
+
+
+async def test_block_shows_what_another_writer_stored_after_refresh() -> None:
+    backend = MemoryStorage()
+    layer = scratchpad()
+    reader = await layer.open(backend, thread_id="t1")
+    writer = await layer.open(backend, thread_id="t1")
+    await writer.update({"goal": "from another request"})
+    assert "from another request" not in reader.block()
+    await reader.refresh()
+    assert "from another request" in reader.block()
+
+
+async def test_block_within_a_budget_is_cut_and_reported() -> None:
+    handle = await scratchpad().open(MemoryStorage(), thread_id="t1")
+    await handle.update({"notes": ["x" * 80 for _ in range(50)]})
+    with capture_events(handle.ctx.events) as events:
+        text = handle.block(budget=60)
+    assert handle.ctx.count_tokens(text) <= 60
+    assert any(isinstance(event, ViewTruncated) for event in events)
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ("not json", ScratchpadUpdateError),
+        ('{"steps": "one"}', ScratchpadValidationError),
+    ],
+)
+async def test_refusals_name_the_tool_as_the_model_sees_it(
+    args: str, error: type[ScratchpadUpdateError]
+) -> None:
+    handle = await scratchpad(schema=Notes).open(
+        MemoryStorage(), thread_id="t1", tool_name="update_notes"
+    )
+    with capture_events(handle.ctx.events) as events, pytest.raises(error) as raised:
+        await handle.call("update", args)
+    assert "update_notes" in raised.value.message
+    assert "scratchpad/update" not in raised.value.message
+    rejected = [event for event in events if isinstance(event, UpdateRejected)]
+    assert "update_notes" in rejected[0].message
+
+
+async def test_too_large_and_read_only_refusals_name_the_renamed_tool_or_none() -> None:
+    handle = await scratchpad(max_state_bytes=64).open(
+        MemoryStorage(), thread_id="t1", tool_name="notes_tool"
+    )
+    with pytest.raises(ScratchpadUpdateError) as raised:
+        await handle.update({"goal": "x" * 100})
+    assert "scratchpad/update" not in raised.value.message
+    assert raised.value.reason == "too_large"
+
+
+async def test_default_tool_name_is_the_layer_tool() -> None:
+    handle = await scratchpad().open(MemoryStorage(), thread_id="t1")
+    assert handle.tool_name == "scratchpad/update"
+    with pytest.raises(ScratchpadUpdateError) as raised:
+        await handle.call("update", "[1]")
+    assert "scratchpad/update" in raised.value.message
