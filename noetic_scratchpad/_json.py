@@ -9,6 +9,7 @@ import orjson
 
 __all__ = (
     "ArgumentsError",
+    "arguments_problem",
     "dumps",
     "json_kind",
     "loads",
@@ -94,6 +95,18 @@ def loads_arguments(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ArgumentsError("type", "not an object", json_kind(value))
     return value
+
+
+def arguments_problem(exc: ArgumentsError, *, max_depth: int) -> str:
+    """What is wrong with a model's arguments, as the sentence the update and edit tools
+    open their refusals with; ``max_depth`` is the deepest nesting a state may hold."""
+    if exc.kind == "depth":
+        what = f"are nested far too deeply (more than {max_depth} levels are never stored)"
+    elif exc.kind == "type":
+        what = f"are a JSON {exc.found}, not an object"
+    else:
+        what = f"are not valid JSON ({exc})"
+    return f"The arguments {what}."
 
 
 def reject_constant(name: str) -> Any:

@@ -26,7 +26,9 @@ from typing import Any
 __all__ = (
     "MaxStepsExceededError",
     "ScratchpadConfigError",
+    "ScratchpadConflictError",
     "ScratchpadError",
+    "ScratchpadHistoryError",
     "ScratchpadReadOnlyError",
     "ScratchpadUpdateError",
     "ScratchpadValidationError",
@@ -80,6 +82,26 @@ class ScratchpadReadOnlyError(ScratchpadUpdateError):
     """A write reached a scratchpad configured with ``read_only=True``."""
 
     reason = "read_only"
+
+
+class ScratchpadConflictError(ScratchpadUpdateError):
+    """A write said which revision it expected (``expected_revision``, an HTTP
+    ``If-Match``) and the stored state had moved on: nothing was written. ``expected``
+    and ``actual`` are the two revisions; read the state again and decide anew."""
+
+    reason = "conflict"
+
+    def __init__(self, message: str, *, expected: int, actual: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+
+class ScratchpadHistoryError(ScratchpadUpdateError):
+    """A revert asked for a revision the journal cannot rebuild (never written, or older
+    than the kept history); nothing was written."""
+
+    reason = "history"
 
 
 class StorageError(ScratchpadError):

@@ -45,6 +45,19 @@ class SchemaGate:
         """Return the errors that reject ``state``: empty when it passes."""
         return _errors(self._adapter, state)
 
+    def removed_required(
+        self, before: Mapping[str, Any], after: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        """The errors of required top-level fields that ``before`` had and ``after`` has
+        not: an edit or a revert deleted them. (A field not written yet is no error, but
+        one deleted is: no update is about to fill it in.)"""
+        required = _resolve(self.json_schema, self.json_schema).get("required", ())
+        return [
+            {"type": "missing", "loc": [name], "msg": "Field required", "input": None}
+            for name in required
+            if name in before and name not in after
+        ]
+
     def errors_after_update(
         self, merged: Mapping[str, Any], keys: Iterable[str]
     ) -> list[dict[str, Any]]:

@@ -17,7 +17,16 @@ from typing import Literal, TypeVar
 import anyio
 
 from .events import EventBus, ScratchpadEvent
-from .storage.base import JsonValue, KeyInfo, StorageBackend, UpdateFn
+from .storage.base import (
+    Commit,
+    CommitFn,
+    JournalRow,
+    JsonValue,
+    KeyInfo,
+    Revision,
+    StorageBackend,
+    UpdateFn,
+)
 
 __all__ = ("CapturedEvents", "FaultyStorage", "InjectedFault", "capture_events")
 
@@ -48,17 +57,29 @@ class InjectedFault(OSError):
     """What :class:`FaultyStorage` raises unless told otherwise: an I/O error, as a disk's."""
 
 
-Operation = Literal["get", "set", "delete", "list", "get_many", "update", "describe"]
+Operation = Literal[
+    "get",
+    "set",
+    "delete",
+    "list",
+    "get_many",
+    "update",
+    "commit",
+    "get_revision",
+    "journal",
+    "describe",
+]
 StallPoint = Literal["before", "after"]
 
 
 class FaultyStorage(StorageBackend):
     """A backend wrapper that makes chosen operations fail or hang, for fault-injection tests.
 
-    A failing ``update`` fails in the *middle* of the write: the inner backend runs the
-    transition inside its atomic section (it has read the current value and computed the new
-    one), then the transition raises, so the inner backend must abort the write. Other
-    failing operations raise before they reach the inner backend.
+    A failing ``update`` or ``commit`` fails in the *middle* of the write: the inner backend
+    runs the transition inside its atomic section (it has read the current value and
+    computed the new one), then the transition raises, so the inner backend must abort the
+    write, journal included. Other failing operations raise before they reach the inner
+    backend.
 
     A stalled operation hangs until :meth:`release` is called or ``stall_for`` seconds pass,
     either before it reaches the inner backend (``stall_at="before"``: a lost connection or an
@@ -150,10 +171,14 @@ class FaultyStorage(StorageBackend):
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
         return await self._call("describe", lambda: self.inner.describe(prefix))
 
+    async def get_revision(self, key: str) -> Revision | None:
+        return await self._call("get_revision", lambda: self.inner.get_revision(key))
+
+    async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
+        return await self._call("journal", lambda: self.inner.journal(key, limit=limit))
+
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
-        self.calls["update"] += 1
-        stall = self._inject("update", self.stall_on)
-        fail = not stall and self._inject("update", self.fail_on)
+        stall, fail = self._write_faults("update")
 
         def failing(current: JsonValue | None) -> JsonValue:
             fn(current)  # the new value is computed, then the write breaks before it lands
@@ -161,6 +186,22 @@ class FaultyStorage(StorageBackend):
 
         transition = failing if fail else fn
         return await self._around(stall, lambda: self.inner.update(key, transition))
+
+    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
+        stall, fail = self._write_faults("commit")
+
+        def failing(current: Revision) -> Commit:
+            fn(current)  # value and entry are computed, then the write breaks before it lands
+            raise self.error
+
+        transition = failing if fail else fn
+        return await self._around(stall, lambda: self.inner.commit(key, transition, keep=keep))
+
+    def _write_faults(self, operation: Operation) -> tuple[bool, bool]:
+        """Whether this call of a read-modify-write stalls, and whether it fails."""
+        self.calls[operation] += 1
+        stall = self._inject(operation, self.stall_on)
+        return stall, not stall and self._inject(operation, self.fail_on)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -156,7 +156,7 @@ def test_help_everywhere_and_version(tmp_path: Path) -> None:
     assert version.stdout == f"noetic-scratchpad {__version__}\n"
 
 
-COMMANDS = ("demo", "show", "list", "reset", "migrate")
+COMMANDS = ("demo", "show", "list", "history", "revert", "reset", "migrate")
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -315,3 +315,55 @@ def test_an_unusable_scope_id_is_a_usage_error(tmp_path: Path) -> None:
     refused = cli("reset", "--thread", "x" * 600, "--yes", "--storage", url, cwd=tmp_path)
     assert refused.returncode == 1
     assert "over the limit of 512" in refused.stderr
+
+
+def test_history_shows_a_bad_overwrite_and_revert_undoes_it(tmp_path: Path) -> None:
+    """A model's overwrite that dropped a step is seen in ``history`` (text and JSON) and
+    undone by ``revert --to``, which is a revision of its own."""
+    url = f"sqlite:///{tmp_path / 'pad.db'}"
+    script = f"""
+import anyio
+from noetic_scratchpad import Agent, AgentHarness, ScriptedModel, scratchpad
+
+async def main():
+    harness = AgentHarness(name="h", agent=Agent(model=ScriptedModel([])),
+                           context_layers=[scratchpad()], storage={url!r})
+    async with harness:
+        await harness.update_state("scratchpad", {{"goal": "ship", "steps": ["tests", "docs"]}},
+                                   thread_id="t1")
+        await harness.update_state("scratchpad", {{"steps": ["docs"]}}, thread_id="t1")
+anyio.run(main)
+"""
+    written = run_python("-c", script, cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+
+    shown = cli("history", "--thread", "t1", "--storage", url, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("revision 2  ")
+    assert lines[0].endswith("  api")
+    assert lines[1] == '  ~ steps: ["tests", "docs"] -> ["docs"]'
+    assert lines[2].startswith("revision 1  ")
+    assert '  + goal: "ship"' in lines
+
+    as_json = json.loads(
+        cli("history", "--thread", "t1", "--json", "--storage", url, cwd=tmp_path).stdout
+    )
+    assert [entry["revision"] for entry in as_json] == [2, 1]
+    assert as_json[0]["changes"] == {"steps": {"before": ["tests", "docs"], "after": ["docs"]}}
+
+    refused = cli("revert", "--thread", "t1", "--to", "1", "--storage", url, cwd=tmp_path)
+    assert refused.returncode == 1  # no terminal, no --yes: nothing is changed
+    reverted = cli("revert", "--thread", "t1", "--to", "1", "--yes", "--storage", url, cwd=tmp_path)
+    assert reverted.returncode == 0, reverted.stderr
+    assert "revision 3" in reverted.stdout
+    state = json.loads(
+        cli("show", "--thread", "t1", "--json", "--storage", url, cwd=tmp_path).stdout
+    )
+    assert state == {"goal": "ship", "steps": ["tests", "docs"]}
+    newest = cli("history", "--thread", "t1", "-n", "1", "--storage", url, cwd=tmp_path)
+    assert newest.stdout.splitlines()[0].endswith("  revert")
+
+    too_old = cli("revert", "--thread", "t1", "--to", "9", "--yes", "--storage", url, cwd=tmp_path)
+    assert too_old.returncode == 1
+    assert "no revision 9" in too_old.stderr

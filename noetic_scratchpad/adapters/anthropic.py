@@ -8,7 +8,7 @@ and the layers' recall, such as the ``<scratchpad>`` block) go to ``system``, in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import _json
@@ -112,6 +112,10 @@ class AnthropicModel:
         self.model = model
         self.max_tokens = max_tokens
         self.options = options
+
+    def sent_tool_names(self, names: Sequence[str]) -> Mapping[str, str]:
+        """Our tool name -> the name the model sees (see :class:`ToolNameMap`)."""
+        return ToolNameMap(names).mapping
 
     async def __call__(self, request: ModelRequest) -> LLMResponse:
         names = ToolNameMap(spec.name for spec in request.tools)

@@ -9,7 +9,7 @@ force a model to write every field.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..items import FunctionCall, FunctionCallOutput, Item, LLMResponse, Message
@@ -109,6 +109,10 @@ class _OpenAIModel:
         self.client = client
         self.model = model
         self.options = options
+
+    def sent_tool_names(self, names: Sequence[str]) -> Mapping[str, str]:
+        """Our tool name -> the name the model sees (see :class:`ToolNameMap`)."""
+        return ToolNameMap(names).mapping
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"

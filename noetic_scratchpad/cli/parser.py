@@ -9,6 +9,7 @@ from typing import TypeAlias
 from .. import __version__
 from .common import DEFAULT_STORAGE, PROG
 from .demo import cmd_demo
+from .history import cmd_history, cmd_revert
 from .migrate import cmd_migrate
 from .scopes import cmd_list, cmd_reset, cmd_show
 
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     storage, layer = shared_options()
     add_demo(commands.add_parser, storage)
-    for add_command in (add_show, add_list, add_reset, add_migrate):
+    for add_command in (add_show, add_list, add_history, add_revert, add_reset, add_migrate):
         add_command(commands.add_parser, [storage, layer])
     return parser
 
@@ -84,6 +85,38 @@ def add_list(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -> N
     )
     listing.add_argument("--json", action="store_true", help="print the list as JSON")
     listing.set_defaults(handler=cmd_list)
+
+
+def add_history(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -> None:
+    history = add_parser(
+        "history",
+        parents=parents,
+        help="show a scratchpad's journaled writes, newest first, with a diff each",
+        description="Show the journaled writes of one thread or resource, newest first: "
+        "the revision, when, who wrote it (tool, store, api, revert), the call id, and what "
+        "changed in each key it wrote.",
+    )
+    add_scope(history, allow_all=False)
+    history.add_argument(
+        "-n", "--limit", type=int, default=20, help="how many writes to show (default: 20)"
+    )
+    history.add_argument("--json", action="store_true", help="print the entries as JSON")
+    history.set_defaults(handler=cmd_history)
+
+
+def add_revert(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -> None:
+    revert = add_parser(
+        "revert",
+        parents=parents,
+        help="make a scratchpad what it was at an earlier revision",
+        description="Make the state of one thread or resource what it was right after "
+        "revision N (see `history`). The revert is a new revision of its own, journaled, "
+        "so it can be reverted too. Asks first; without a terminal it refuses unless --yes.",
+    )
+    add_scope(revert, allow_all=False)
+    revert.add_argument("--to", type=int, required=True, metavar="N", help="the revision")
+    revert.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    revert.set_defaults(handler=cmd_revert)
 
 
 def add_reset(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -> None:

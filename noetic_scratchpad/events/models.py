@@ -16,7 +16,9 @@ __all__ = (
     "WriteSource",
 )
 
-WriteSource = Literal["tool", "store", "api"]
+#: Who wrote: the model's tool call (``tool``; ``store`` when the store hook applied it),
+#: code or an HTTP client (``api``), or a revert to an earlier revision (``revert``).
+WriteSource = Literal["tool", "store", "api", "revert"]
 
 
 class ScratchpadEvent(BaseModel):
@@ -36,7 +38,9 @@ class ScratchpadEvent(BaseModel):
 
 
 class UpdateApplied(ScratchpadEvent):
-    """An update was merged and stored. ``keys`` are the top-level keys it wrote."""
+    """An update was merged and stored. ``keys`` are the top-level keys it wrote;
+    ``revision`` is the scope's revision it made (``None``: not stored, a host that
+    calls ``store`` without ``init``)."""
 
     log_level: ClassVar[str | None] = None  # routine, and on the hot path
 
@@ -44,6 +48,7 @@ class UpdateApplied(ScratchpadEvent):
     source: WriteSource
     keys: tuple[str, ...]
     call_id: str | None = None
+    revision: int | None = None
 
 
 class UpdateRejected(ScratchpadEvent):

@@ -6,17 +6,20 @@ from .base import (
     ContextLayer,
     FunctionOutcome,
     InitResult,
+    JournaledHandle,
     LayerData,
     LayerFunction,
     LayerHandle,
     LayerHooks,
     RecallResult,
+    RenamableHandle,
     Slot,
     SpawnResult,
     StoreResult,
 )
 from .config import UPDATE_TOOL, ScratchpadConfig, ScratchpadState
 from .handle import ScratchpadHandle
+from .journal import HistoryEntry
 from .scratchpad import ScratchpadLayer, scratchpad
 
 __all__ = (
@@ -24,12 +27,15 @@ __all__ = (
     "Budget",
     "ContextLayer",
     "FunctionOutcome",
+    "HistoryEntry",
     "InitResult",
+    "JournaledHandle",
     "LayerData",
     "LayerFunction",
     "LayerHandle",
     "LayerHooks",
     "RecallResult",
+    "RenamableHandle",
     "ScratchpadConfig",
     "ScratchpadHandle",
     "ScratchpadLayer",

@@ -15,6 +15,7 @@ __all__ = (
     "FIX_HINTS",
     "applied_text",
     "describe_errors",
+    "edited_text",
     "fix_hint",
     "json_kind",
     "parse_arguments",
@@ -53,14 +54,9 @@ def parse_arguments(arguments: str | Mapping[str, Any], tool: str = UPDATE_TOOL)
     try:
         return _json.loads_arguments(arguments)
     except _json.ArgumentsError as exc:
-        if exc.kind == "depth":
-            what = f"are nested far too deeply (more than {MAX_DEPTH} levels are never stored)"
-        elif exc.kind == "type":
-            what = f"are a JSON {exc.found}, not an object"
-        else:
-            what = f"are not valid JSON ({exc})"
+        problem = _json.arguments_problem(exc, max_depth=MAX_DEPTH)
         raise ScratchpadUpdateError(
-            f"The arguments {what}. {fix_hint('malformed', tool)}", reason="malformed"
+            f"{problem} {fix_hint('malformed', tool)}", reason="malformed"
         ) from None
 
 
@@ -68,6 +64,11 @@ def applied_text(update: Mapping[str, Any]) -> str:
     """The tool output for an applied update: which keys it wrote."""
     keys = ", ".join(update) or "nothing"
     return f"Scratchpad updated ({keys})."
+
+
+def edited_text(keys: Sequence[str]) -> str:
+    """The tool output for an applied edit: which top-level keys it changed."""
+    return f"Scratchpad edited ({', '.join(keys) or 'nothing'})."
 
 
 def describe_errors(errors: Sequence[dict[str, Any]], limit: int = 5) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..items import Item
 
@@ -18,11 +18,13 @@ __all__ = (
     "ContextLayer",
     "FunctionOutcome",
     "InitResult",
+    "JournaledHandle",
     "LayerData",
     "LayerFunction",
     "LayerHandle",
     "LayerHooks",
     "RecallResult",
+    "RenamableHandle",
     "Slot",
     "SpawnResult",
     "StoreResult",
@@ -98,13 +100,15 @@ class LayerFunction:
 
     ``transition(args, state)`` is pure and synchronous, so the runtime can run it inside a
     backend's atomic read-modify-write (even in a database thread). ``execute`` is the
-    coroutine form of the same thing. ``exposed=False`` keeps it away from the model.
+    coroutine form of the same thing. ``exposed=False`` keeps it away from the model;
+    ``strict=True`` asks providers to force the arguments into ``parameters``.
     """
 
     description: str
     parameters: Mapping[str, Any]
     transition: Callable[[Mapping[str, Any], Any], FunctionOutcome]
     exposed: bool = True
+    strict: bool = False
 
     async def execute(
         self, args: Mapping[str, Any], state: Any, ctx: ExecutionContext
@@ -147,6 +151,32 @@ class LayerHandle(Protocol):
     async def refresh(self) -> Any:
         """Re-read the stored state."""
         ...
+
+
+@runtime_checkable
+class RenamableHandle(Protocol):
+    """A handle whose texts for the model name its layer's tools (the scratchpad's fix
+    hints): the runtime tells it the names the model sees."""
+
+    def name_tools(self, sent: Mapping[str, str]) -> None:
+        """``sent``: our tool name (``scratchpad/update``) -> the name the model sees."""
+        ...
+
+
+@runtime_checkable
+class JournaledHandle(Protocol):
+    """A handle whose layer journals its writes (the scratchpad's): revisions, history,
+    revert and conflict-checked updates."""
+
+    revision: int
+
+    async def update(
+        self, values: Mapping[str, Any], *, expected_revision: int | None = None
+    ) -> None: ...
+
+    async def history(self, limit: int = 20) -> list[Any]: ...
+
+    async def revert(self, revision: int) -> None: ...
 
 
 class ContextLayer(Protocol):

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..edits import EDIT_TOOL
 from ..errors import ScratchpadConfigError
 
-__all__ = ("STATE_KEY", "UPDATE_TOOL", "ScratchpadConfig", "ScratchpadState")
+__all__ = ("EDIT_TOOL", "STATE_KEY", "UPDATE_TOOL", "ScratchpadConfig", "ScratchpadState")
 
 ScratchpadState = str | dict[str, Any]
 
-#: The tool name a model calls: ``{layer_id}/{function}``.
+#: The tool names a model calls: ``{layer_id}/{function}``.
 UPDATE_TOOL = "scratchpad/update"
 
 #: The key of a scope's state in its ``ScopedStorage``.
@@ -35,6 +36,12 @@ class ScratchpadConfig:
     read_timeout: float | None = 30.0
     """Seconds ``init`` and ``refresh`` may wait for storage to load the state before they
     raise ``StorageError``."""
+    edit_tool: bool = False
+    """Offer the model a second tool, ``scratchpad/edit``: operations that append to or
+    remove from a list, delete a key or set a value at a path, applied all or none."""
+    history_limit: int = 50
+    """Journal entries kept per scope (``handle.history``, ``handle.revert``); 0 keeps none.
+    Each entry holds the update and the prior values of the keys it wrote."""
 
     def __post_init__(self) -> None:
         if self.scope not in ("thread", "resource"):
@@ -44,8 +51,11 @@ class ScratchpadConfig:
                 "template must be text (with a schema, a JSON object as text: json.dumps(...)), "
                 f"not a {type(self.template).__name__}"
             )
-        if not isinstance(self.read_only, bool):
-            raise ScratchpadConfigError(f"read_only must be True or False, not {self.read_only!r}")
+        for flag in ("read_only", "edit_tool"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ScratchpadConfigError(
+                    f"{flag} must be True or False, not {getattr(self, flag)!r}"
+                )
         if isinstance(self.max_state_bytes, bool) or not isinstance(self.max_state_bytes, int):
             raise ScratchpadConfigError(
                 f"max_state_bytes must be an int, not {self.max_state_bytes!r}"
@@ -53,6 +63,11 @@ class ScratchpadConfig:
         if self.max_state_bytes < 2:
             raise ScratchpadConfigError(
                 f"max_state_bytes must be at least 2, not {self.max_state_bytes}"
+            )
+        limit = self.history_limit
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ScratchpadConfigError(
+                f"history_limit must be an int >= 0 (0 turns the journal off), not {limit!r}"
             )
         for name in ("write_timeout", "read_timeout"):
             _check_timeout(name, getattr(self, name))

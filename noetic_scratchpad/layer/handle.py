@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import _json
 from ..context import ExecutionContext
+from ..edits import edited_keys
+from ..errors import ScratchpadConflictError, ScratchpadHistoryError
 from ..events import WriteSource
 from ..render import contains_float
 from ..storage import ScopedStorage
-from .arguments import applied_text
-from .config import ScratchpadState
-from .pipeline import UpdatePipeline, copy_state
+from .arguments import applied_text, edited_text
+from .config import STATE_KEY, ScratchpadState
+from .journal import HistoryEntry, history_of, state_at
+from .pipeline import Rewrite, UpdatePipeline, copy_state
 from .view import view_of
-from .writer import Loaded, ScopeWriter, Written, load
+from .writer import Loaded, Prepare, ScopeWriter, Written, load
 
 __all__ = ("ScratchpadHandle", "copy_state")
+
+#: Attempts of a revert whose scope another writer changed while it was rebuilt.
+_REVERT_ATTEMPTS = 3
 
 
 class ScratchpadHandle:
@@ -48,8 +54,13 @@ class ScratchpadHandle:
         self.scope_key = scope_key
         self.state: ScratchpadState = state
         """The latest state this handle knows of. Treat it as read-only; see ``snapshot``."""
+        self.revision = 0
+        """The stored revision of ``state``: how many writes made it (0: none yet)."""
         self._layer_id = layer_id
         self._budget = budget
+        self._edits = pipeline.config.edit_tool
+        self.edit_tool_name = f"{layer_id}/edit"
+        """The edit tool's name as the model sees it (see ``tool_name``)."""
         self._writer = ScopeWriter(pipeline, storage, ctx, layer_id=layer_id, scope_key=scope_key)
         # (state object, whether it holds floats): lets recall pick the fast renderer.
         self._floats: tuple[Any, bool] | None = None
@@ -69,6 +80,19 @@ class ScratchpadHandle:
     def tool_name(self, name: str) -> None:
         self._writer.tool_name = name
 
+    def name_tools(self, sent: Mapping[str, str]) -> None:
+        """Take the names the model sees for this layer's tools (a provider's mapping of
+        ``scratchpad/update``), so the texts that tell the model what to fix name them."""
+        self.tool_name = sent.get(f"{self._layer_id}/update", self.tool_name)
+        self.edit_tool_name = sent.get(f"{self._layer_id}/edit", self.edit_tool_name)
+
+    def _prepare_edit(self, args: Any, tool: str) -> Rewrite:
+        """The writer's preparation of an edit call: refusals name the edit tool."""
+        return self._writer.pipeline.prepare_edit(args, tool=self.edit_tool_name)
+
+    def _prepare_plain_edit(self, args: Any, tool: str) -> Rewrite:
+        return self._writer.pipeline.prepare_edit(args, tool=self.edit_tool_name, plain=True)
+
     @property
     def snapshot(self) -> ScratchpadState:
         """A copy of the current state: changing it never changes the scratchpad."""
@@ -78,48 +102,121 @@ class ScratchpadHandle:
             return copied
         return copy_state(self.state)
 
-    async def update(self, values: Mapping[str, Any]) -> None:
-        """Merge ``values`` into the scratchpad and store it; ``snapshot`` shows the result.
+    async def update(
+        self, values: Mapping[str, Any], *, expected_revision: int | None = None
+    ) -> None:
+        """Merge ``values`` into the scratchpad and store it; ``snapshot`` shows the result
+        and ``revision`` its revision.
 
         Like ``dict.update`` it returns ``None``: a copy of the state on every write would
         cost as much as the write itself on a large scratchpad.
 
+        ``expected_revision``: write only if the stored revision is still this one (an
+        editor, an HTTP ``If-Match``), else raise ``ScratchpadConflictError``.
+
         Raises ``ScratchpadValidationError`` (schema), ``ScratchpadReadOnlyError``,
-        ``ScratchpadUpdateError`` (bad values, too large) or ``StorageError``; on any of
-        them the stored state is unchanged.
+        ``ScratchpadConflictError``, ``ScratchpadUpdateError`` (bad values, too large) or
+        ``StorageError``; on any of them the stored state is unchanged.
         """
-        await self.apply(values, source="api")
+        await self.apply(values, source="api", expected_revision=expected_revision)
 
     async def call(
         self, name: str, args: str | Mapping[str, Any], *, call_id: str | None = None
     ) -> str:
-        """Run the provided function ``name`` as the model's tool call; returns its output."""
-        if name != "update":
-            raise KeyError(f"the scratchpad provides no function {name!r}; it has 'update'")
-        return applied_text(await self.apply(args, source="tool", call_id=call_id))
+        """Run the provided function ``name`` (``update``, or ``edit`` when the layer offers
+        it) as the model's tool call; returns its output."""
+        offered = ("update", "edit") if self._edits else ("update",)
+        if name not in offered:
+            names = " and ".join(repr(function) for function in offered)
+            raise KeyError(f"the scratchpad provides no function {name!r}; it has {names}")
+        return await self.apply_call(f"{self._layer_id}/{name}", args, "tool", call_id)
+
+    async def apply_call(
+        self, tool: str, args: str | Mapping[str, Any], source: WriteSource, call_id: str | None
+    ) -> str:
+        """Apply the model's call of ``tool`` (``scratchpad/update``, or ``scratchpad/edit``
+        when the layer offers it); returns the tool output."""
+        if tool == f"{self._layer_id}/edit" and self._edits:
+            applied = await self.apply(
+                args, source=source, call_id=call_id, prepare=self._prepare_edit
+            )
+            return edited_text(edited_keys(applied["operations"]))
+        return applied_text(await self.apply(args, source=source, call_id=call_id))
+
+    async def edit(self, operations: Sequence[Mapping[str, Any]]) -> None:
+        """Apply edit ``operations`` (see :func:`~noetic_scratchpad.edits.apply_edits`) in
+        order, all or none, as the ``scratchpad/edit`` tool does; from code, so events say
+        ``api``. Raises the errors of :meth:`update`."""
+        await self.apply(
+            {"operations": list(operations)}, source="api", prepare=self._prepare_plain_edit
+        )
 
     async def apply(
         self,
-        args: str | Mapping[str, Any],
+        args: Any,
         *,
         source: WriteSource,
         call_id: str | None = None,
-    ) -> dict[str, Any]:
-        """Apply one update through the serialized path, reporting it as an event.
+        expected_revision: int | None = None,
+        prepare: Prepare | None = None,
+    ) -> Any:
+        """Apply one change through the serialized path, reporting it as an event.
 
-        Returns the update as it was merged (parsed, checked, forbidden keys stripped);
-        ``state`` holds the result, and shares the update's values: treat both as read-only.
+        ``prepare(args, tool)`` makes the change (default: ``args`` is an update to merge).
+        Returns the change as applied (an update parsed, checked, forbidden keys
+        stripped); ``state`` holds the result, and shares the update's values: treat both
+        as read-only.
         """
-        update, self.state, written = await self._writer.write(
+        applied, self.state, written, revision = await self._writer.write(
             args,
             source=source,
             call_id=call_id,
             current=self.state,
             passed=self._passed,
             floats=self._floats,
+            expected_revision=expected_revision,
+            prepare=prepare,
         )
+        if revision is not None:
+            self.revision = revision
         self._remember(written)
-        return update
+        return applied
+
+    async def history(self, limit: int = 20) -> list[HistoryEntry]:
+        """The scope's ``limit`` newest journaled writes, newest first, each with what it
+        changed. Reads the stored state too, and makes it this handle's state."""
+        storage = self._require_storage("history")
+        await self.refresh()
+        rows = await storage.journal(STATE_KEY, limit=limit)
+        return history_of(
+            self.state, self.revision, ((row.revision, row.written_at, row.entry) for row in rows)
+        )
+
+    async def revert(self, revision: int) -> None:
+        """Make the state as it was right after ``revision`` the scope's new revision,
+        journaled with source ``revert`` and checked by the schema gate.
+
+        Raises ``ScratchpadHistoryError`` when the journal does not reach back to
+        ``revision``, and the errors of :meth:`update`; the stored state is then unchanged.
+        """
+        storage = self._require_storage("revert")
+        for attempt in range(_REVERT_ATTEMPTS):
+            found = await storage.get_revision(STATE_KEY)
+            current, at = (None, 0) if found is None else (found.value, found.revision)
+            rows = [] if at <= revision else await storage.journal(STATE_KEY, limit=at - revision)
+            try:
+                target = state_at(revision, current, at, ((r.revision, r.entry) for r in rows))
+            except ScratchpadHistoryError as exc:
+                self._writer.reject("revert", None, exc)
+                raise
+            restored = self._writer.pipeline.initial_state() if target is None else target
+            change = Rewrite(_replacing(restored), {"revert": revision})
+            try:
+                await self.apply(change, source="revert", expected_revision=at, prepare=_as_is)
+                return
+            except ScratchpadConflictError:
+                if attempt + 1 == _REVERT_ATTEMPTS:
+                    raise  # another writer keeps changing it: the caller decides
 
     def block(self, budget: int | None = None) -> str:
         """The ``<scratchpad>`` block of the current state, as ``recall`` gives it, in at
@@ -154,6 +251,7 @@ class ScratchpadHandle:
     def adopt(self, loaded: Loaded) -> None:
         """Take ``loaded`` as the current state (after init or a refresh)."""
         self.state = loaded.state
+        self.revision = loaded.revision
         if loaded.checked and isinstance(loaded.state, dict):
             self._passed = loaded.state
 
@@ -178,5 +276,37 @@ class ScratchpadHandle:
         self._encoded = (written.state, written.encoded)
         self._passed = written.state
 
+    def _require_storage(self, action: str) -> ScopedStorage:
+        if self.storage is None:
+            raise RuntimeError(
+                f"this handle has no storage (the store hook ran without init), so it has "
+                f"no {action}; open the scratchpad with layer.open(...) or run init first"
+            )
+        return self.storage
+
     def __repr__(self) -> str:
-        return f"<ScratchpadHandle scope_key={self.scope_key!r}>"
+        return f"<ScratchpadHandle scope_key={self.scope_key!r} revision={self.revision}>"
+
+
+def _as_is(change: Rewrite, tool: str) -> Rewrite:
+    """The preparation of a change made by the handle itself: it is ready as it is."""
+    return change
+
+
+def _replacing(new: ScratchpadState) -> Callable[[ScratchpadState], tuple[Any, tuple[str, ...]]]:
+    """The rewrite of a revert: ``new`` in place of the state, and the keys that differ."""
+
+    def replace(state: ScratchpadState) -> tuple[Any, tuple[str, ...]]:
+        if isinstance(state, dict) and isinstance(new, dict):
+            keys = sorted(
+                key
+                for key in state.keys() | new.keys()
+                if state.get(key, _GONE) != new.get(key, _GONE)
+            )
+            return copy_state(new), tuple(keys)
+        return copy_state(new), ()
+
+    return replace
+
+
+_GONE = object()

@@ -20,12 +20,13 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import PydanticUserError
 
 from .. import _json
+from ..edits import apply_edits, edited_keys, parse_edit_arguments
 from ..errors import (
     ScratchpadConfigError,
     ScratchpadReadOnlyError,
@@ -35,9 +36,9 @@ from ..errors import (
 from ..merge import InvalidValueError, merge_state, to_json_value
 from ..schema import SchemaGate
 from .arguments import describe_errors, fix_hint, json_kind, parse_arguments, reject_constant
-from .config import UPDATE_TOOL, ScratchpadConfig, ScratchpadState
+from .config import EDIT_TOOL, UPDATE_TOOL, ScratchpadConfig, ScratchpadState
 
-__all__ = ("Transition", "UpdatePipeline", "copy_state")
+__all__ = ("Rewrite", "Transition", "UpdatePipeline", "copy_state")
 
 #: Why a stored state cannot be used, and the validation errors behind it.
 Problem = tuple[str, list[dict[str, Any]]]
@@ -78,12 +79,35 @@ class UpdatePipeline:
             ) from None
         return cleaned
 
+    def prepare_for(self, args: str | Mapping[str, Any], tool: str) -> dict[str, Any]:
+        """:meth:`prepare`, called as the writer calls a change's preparation."""
+        return self.prepare(args, tool=tool)
+
+    def prepare_edit(
+        self, args: str | Mapping[str, Any], *, tool: str = EDIT_TOOL, plain: bool = False
+    ) -> Rewrite:
+        """The edit ``args`` ask for: a ``scratchpad/edit`` call (values as JSON text), or
+        with ``plain`` operations from code (values as they are), see :mod:`..edits`.
+        A call is checked before it meets any state; refusals name the edit tool ``tool``."""
+        if self.config.read_only:
+            raise ScratchpadReadOnlyError(fix_hint("read_only", tool))
+        if plain:
+            operations = list(args["operations"]) if isinstance(args, Mapping) else []
+        else:
+            operations = parse_edit_arguments(args, tool=tool)
+
+        def edit(state: ScratchpadState) -> tuple[dict[str, Any], tuple[str, ...]]:
+            edited = apply_edits(state, operations, tool=tool)  # checks plain operations
+            return edited, tuple(edited_keys(operations))
+
+        return Rewrite(edit, {"operations": operations}, tool)
+
     # -- step 2: against the stored state -----------------------------------------------
 
     def transition(
         self,
         stored: Any,
-        update: Mapping[str, Any],
+        update: Mapping[str, Any] | Rewrite,
         *,
         checked: bool = False,
         passed: Any = None,
@@ -91,6 +115,9 @@ class UpdatePipeline:
         tool: str = UPDATE_TOOL,
     ) -> Transition:
         """The state after ``update``, from what storage holds (``None``: nothing).
+
+        ``update`` is merged into the state, or a :class:`Rewrite` (an edit, a revert)
+        computes the new state from it, which the whole schema then checks.
 
         ``checked``: the caller knows ``stored`` passes. ``passed``: a state known to pass,
         so that a decoded copy of it need not be checked again. ``cleaned``: ``update``
@@ -103,16 +130,22 @@ class UpdatePipeline:
             # Checked before merging: an update that happens to fix the bad field must not
             # bring back the rest of a state that init reported as discarded.
             state = self.initial_state()
-        merged = merge_state(state, update, cleaned=cleaned)
-        if self.gate is not None:
+        if isinstance(update, Rewrite):
+            tool = update.tool or tool
+            merged, keys = update.apply(state)
+            errors = [] if self.gate is None else self.gate.errors(merged)
+            if self.gate is not None and isinstance(state, dict) and isinstance(merged, dict):
+                errors += self.gate.removed_required(state, merged)
+        else:
+            merged, keys = merge_state(state, update, cleaned=cleaned), tuple(update)
             # The prior state fits, so only the fields the update writes can fail.
-            errors = self.gate.errors_after_update(merged, update.keys())
-            if errors:
-                raise ScratchpadValidationError(
-                    "The update does not fit the scratchpad's schema: "
-                    f"{describe_errors(errors)}. {fix_hint('schema', tool)}",
-                    errors=errors,
-                )
+            errors = [] if self.gate is None else self.gate.errors_after_update(merged, keys)
+        if errors:
+            raise ScratchpadValidationError(
+                "The update does not fit the scratchpad's schema: "
+                f"{describe_errors(errors)}. {fix_hint('schema', tool)}",
+                errors=errors,
+            )
         encoded = _json.dumps(merged)
         if len(encoded) > self.config.max_state_bytes:
             raise ScratchpadUpdateError(
@@ -121,7 +154,7 @@ class UpdatePipeline:
                 reason="too_large",
             )
         self._known.add(merged)
-        return Transition(merged, encoded)
+        return Transition(merged, encoded, state, keys)
 
     def _is_known(self, state: Any, passed: Any) -> bool:
         """Whether ``state`` is one this pipeline produced, or a copy of ``passed``."""
@@ -169,14 +202,41 @@ class UpdatePipeline:
         return parsed
 
 
+class Rewrite:
+    """A change that computes the whole new state from the current one (an edit, a
+    revert), rather than an update merged into it.
+
+    ``apply(state)`` is pure and returns the new state and the top-level keys it wrote;
+    ``applied`` is what the change was, as the journal records it; ``tool``, the tool the
+    model called for it, which refusals then name.
+    """
+
+    __slots__ = ("applied", "apply", "tool")
+
+    def __init__(
+        self,
+        apply: Callable[[ScratchpadState], tuple[Any, tuple[str, ...]]],
+        applied: Any,
+        tool: str | None = None,
+    ) -> None:
+        self.apply = apply
+        self.applied = applied
+        self.tool = tool
+
+
 class Transition:
-    """What a transition produced: the new state and its compact JSON."""
+    """What a transition produced: the new state, its compact JSON, the state it was made
+    from (the stored one, or the initial state that replaced it) and the keys it wrote."""
 
-    __slots__ = ("encoded", "state")
+    __slots__ = ("base", "encoded", "keys", "state")
 
-    def __init__(self, state: dict[str, Any], encoded: bytes) -> None:
+    def __init__(
+        self, state: dict[str, Any], encoded: bytes, base: ScratchpadState, keys: tuple[str, ...]
+    ) -> None:
         self.state = state
         self.encoded = encoded
+        self.base = base
+        self.keys = keys
 
 
 class _KnownStates:

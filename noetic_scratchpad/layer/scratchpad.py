@@ -8,11 +8,12 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from ..context import ExecutionContext
+from ..edits import EDIT_DESCRIPTION, EDIT_PARAMETERS
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..events import EventBus
 from ..items import FunctionCall, LLMResponse, Message
 from ..storage import ScopedStorage, StorageBackend
-from .arguments import applied_text
+from .arguments import applied_text, edited_text
 from .base import (
     Budget,
     FunctionOutcome,
@@ -25,7 +26,7 @@ from .base import (
     SpawnResult,
     StoreResult,
 )
-from .config import UPDATE_TOOL, ScratchpadConfig, ScratchpadState
+from .config import EDIT_TOOL, UPDATE_TOOL, ScratchpadConfig, ScratchpadState
 from .handle import ScratchpadHandle, copy_state
 from .pipeline import UpdatePipeline
 from .view import view_of
@@ -62,6 +63,17 @@ class ScratchpadLayer:
                 exposed=not config.read_only,
             ),
         }
+        if config.edit_tool:
+            # Strict: every field is required (nullable) and values travel as JSON text,
+            # so providers can force the arguments into the schema (see ..edits).
+            self.provides["edit"] = LayerFunction(
+                description=EDIT_DESCRIPTION,
+                parameters=EDIT_PARAMETERS,
+                transition=self._edit_transition,
+                exposed=not config.read_only,
+                strict=True,
+            )
+        self._tools = (UPDATE_TOOL, EDIT_TOOL) if config.edit_tool else (UPDATE_TOOL,)
         self.hooks = LayerHooks(
             init=self.init, recall=self.recall, store=self.store, on_spawn=self.on_spawn
         )
@@ -157,7 +169,7 @@ class ScratchpadLayer:
             item
             for item in new_items
             if isinstance(item, FunctionCall)
-            and item.name == UPDATE_TOOL
+            and item.name in self._tools
             and item.call_id not in ctx.handled_call_ids
         ]
         if not calls:
@@ -170,7 +182,7 @@ class ScratchpadLayer:
                 continue
             ctx.handled_call_ids.add(call.call_id)
             try:
-                await handle.apply(call.arguments, source="store", call_id=call.call_id)
+                await handle.apply_call(call.name, call.arguments, "store", call.call_id)
             except (ScratchpadUpdateError, StorageError):
                 continue  # reported as an UpdateRejected event
             applied = True
@@ -217,6 +229,12 @@ class ScratchpadLayer:
         update = self.pipeline.prepare(args)
         new_state = self.pipeline.transition(state, update, cleaned=True).state
         return FunctionOutcome(result=applied_text(update), state=new_state)
+
+    def _edit_transition(self, args: Any, state: Any) -> FunctionOutcome:
+        """The provided ``edit`` as a pure function of a state (``LayerFunction``)."""
+        change = self.pipeline.prepare_edit(args)
+        result = self.pipeline.transition(state, change)
+        return FunctionOutcome(result=edited_text(result.keys), state=result.state)
 
     def clean_update(self, args: Any) -> dict[str, Any]:
         """Parse and check an update before it meets any state; raises ``ScratchpadUpdateError``."""

@@ -4,10 +4,12 @@ Every write of a scope goes through :meth:`ScopeWriter.write` (the model's tool 
 store hook, ``handle.update`` from code, ``harness.update_state``):
 
 1. ``pipeline.prepare`` checks the arguments before storage is touched;
-2. ``storage.update(STATE_KEY, transition)`` runs ``pipeline.transition`` on the
-   latest stored state, serialized per scope by the backend, under ``write_timeout``;
+2. ``storage.commit(STATE_KEY, transition, keep=history_limit)`` runs
+   ``pipeline.transition`` on the latest stored state, serialized per scope by the
+   backend, under ``write_timeout``; it checks ``expected_revision``, and the journal
+   entry (:mod:`.journal`) is written in the same transaction as the state;
 3. an error becomes one ``UpdateRejected`` (:func:`_refusal` maps every error, once), a
-   success one ``UpdateApplied``; the call id is recorded as handled.
+   success one ``UpdateApplied`` with the new revision; the call id is recorded as handled.
 
 :func:`load` is the other direction: read a scope's state (under ``read_timeout``) and
 replace one that no longer fits by the initial state, with a ``StateDiscarded`` event.
@@ -15,40 +17,53 @@ replace one that no longer fits by the initial state, with a ``StateDiscarded`` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import _deadline
 from ..context import ExecutionContext
-from ..errors import ScratchpadUpdateError, StorageError, StorageOutcomeUnknownError
+from ..errors import (
+    ScratchpadConflictError,
+    ScratchpadUpdateError,
+    StorageError,
+    StorageOutcomeUnknownError,
+)
 from ..events import StateDiscarded, UpdateApplied, UpdateRejected, WriteSource
 from ..render import contains_float
 from ..storage import ScopedStorage
-from ..storage.base import UpdateFn
+from ..storage.base import Commit, CommitFn, Revision
 from .config import STATE_KEY, UPDATE_TOOL, ScratchpadState
-from .pipeline import UpdatePipeline
+from .journal import entry_of
+from .pipeline import Rewrite, UpdatePipeline
 
-__all__ = ("Loaded", "ScopeWriter", "Written", "load")
+__all__ = ("Change", "Loaded", "ScopeWriter", "Written", "load")
+
+#: A write's change: an update to merge, or a :class:`~.pipeline.Rewrite`.
+Change = Mapping[str, Any] | Rewrite
+#: ``prepare(args, tool)``: the change ``args`` ask for, checked before storage is touched.
+Prepare = Callable[[Any, str], Change]
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is twice as slow
 class Written:
     """What a transition produced: the state, its JSON, whether it holds floats (``None``:
-    not known)."""
+    not known), and the top-level keys it wrote."""
 
     state: dict[str, Any]
     encoded: bytes
     has_floats: bool | None
+    keys: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """A scope's state as :func:`load` found it; ``checked``: it is the stored state and
-    it passed the schema."""
+    it passed the schema; ``revision``: the stored revision (0: nothing stored)."""
 
     state: ScratchpadState
     checked: bool
+    revision: int = 0
 
 
 async def load(
@@ -63,18 +78,19 @@ async def load(
     replaced by the initial state."""
     timeout = pipeline.config.read_timeout
     try:
-        stored = await _deadline.wait_for(timeout, storage.get(STATE_KEY))
+        found = await _deadline.wait_for(timeout, storage.get_revision(STATE_KEY))
     except _deadline.Expired:
         raise StorageError(
             f"The scratchpad of scope {storage.scope_key!r} could not be loaded within "
             f"{timeout:g} s (read_timeout); nothing was changed. Check that the storage "
             "answers, then retry, or raise read_timeout"
         ) from None
-    if stored is None:
+    if found is None:
         return Loaded(pipeline.initial_state(), False)
+    stored, revision = found.value, found.revision
     problem = pipeline.problem(stored)
     if problem is None:
-        return Loaded(stored, pipeline.gate is not None)
+        return Loaded(stored, pipeline.gate is not None, revision)
     reason, errors = problem
     ctx.events.emit(
         StateDiscarded(
@@ -85,7 +101,7 @@ async def load(
             errors=tuple(errors),
         )
     )
-    return Loaded(pipeline.initial_state(), False)
+    return Loaded(pipeline.initial_state(), False, revision)
 
 
 class ScopeWriter:
@@ -111,27 +127,35 @@ class ScopeWriter:
 
     async def write(
         self,
-        args: str | Mapping[str, Any],
+        args: Any,
         *,
         source: WriteSource,
         call_id: str | None,
         current: ScratchpadState,
         passed: Any = None,
         floats: tuple[Any, bool] | None = None,
-    ) -> tuple[dict[str, Any], ScratchpadState, Written | None]:
-        """Apply one update. Returns it as merged, the new state, and what the transition
-        learned about that state (``None`` when storage handed back another object).
+        expected_revision: int | None = None,
+        prepare: Prepare | None = None,
+    ) -> tuple[Any, ScratchpadState, Written | None, int | None]:
+        """Apply one change. Returns it as applied (an update as merged, a rewrite's
+        ``applied``), the new state, what the transition learned about that state
+        (``None`` when storage handed back another object) and the new revision
+        (``None`` without storage).
 
-        What the caller knows spares work: ``passed``, a state known to fit the schema
-        (a decoded copy of it is not validated again); ``floats``, a state object and
-        whether it holds floats.
+        ``prepare(args, tool)`` turns ``args`` into the change (default: an update to
+        merge). ``expected_revision``: refuse with ``ScratchpadConflictError`` unless the
+        stored revision is this one. What the caller knows spares work: ``passed``, a
+        state known to fit the schema (a decoded copy of it is not validated again);
+        ``floats``, a state object and whether it holds floats.
 
         Raises ``ScratchpadUpdateError`` (refused) or ``StorageError`` (not saved, or not
         known to be saved), after its ``UpdateRejected``.
         """
         try:
-            update = self.pipeline.prepare(args, tool=self.tool_name)
-            new_state, written = await self._store(update, current, passed, floats)
+            change = (prepare or self.pipeline.prepare_for)(args, self.tool_name)
+            new_state, written, revision = await self._store(
+                change, source, call_id, expected_revision, current, passed, floats
+            )
         except BaseException as exc:
             refusal = _refusal(exc)
             if refusal is None:
@@ -143,59 +167,85 @@ class ScopeWriter:
             raise StorageError(message) from (None if isinstance(exc, _WriteTimeout) else exc)
         if call_id is not None:
             self.ctx.handled_call_ids.add(call_id)
+        applied = change.applied if isinstance(change, Rewrite) else change
+        keys = written.keys if written is not None else tuple(applied)
         self.ctx.events.emit(
             UpdateApplied(
                 layer_id=self.layer_id,
                 scope_key=self.scope_key,
                 execution_id=self.ctx.execution_id,
                 source=source,
-                keys=tuple(update),
+                keys=keys,
                 call_id=call_id,
+                revision=revision,
             )
         )
-        return update, new_state, written
+        return applied, new_state, written, revision
 
     async def _store(
         self,
-        update: dict[str, Any],
+        change: Change,
+        source: WriteSource,
+        call_id: str | None,
+        expected: int | None,
         current: ScratchpadState,
         passed: Any,
         floats: tuple[Any, bool] | None,
-    ) -> tuple[ScratchpadState, Written | None]:
+    ) -> tuple[ScratchpadState, Written | None, int | None]:
         pipeline = self.pipeline
-        update_floats = contains_float(update)
+        update_floats = isinstance(change, Rewrite) or contains_float(change)
+        keep = pipeline.config.history_limit
         # ``passed``: storage that hands back decoded copies (PostgreSQL, SQLite after
         # another process wrote) returns a value equal to it when no one else wrote since,
         # and then the copy need not be checked again.
         produced: list[Written] = []
         tool = self.tool_name
 
-        def transition(stored: Any) -> dict[str, Any]:
-            result = pipeline.transition(stored, update, passed=passed, cleaned=True, tool=tool)
+        def transition(stored: Revision) -> Commit:
+            if expected is not None and stored.revision != expected:
+                raise _conflict(expected, stored.revision)
+            value = stored.value
+            result = pipeline.transition(value, change, passed=passed, cleaned=True, tool=tool)
             # From the state object the caller knows (no one else wrote since), whether the
             # result holds floats follows without looking at the whole state.
-            same = floats is not None and stored is floats[0]
+            same = floats is not None and value is floats[0] and not update_floats
             has_floats = (floats[1] or update_floats) if floats is not None and same else None
-            produced[:] = [Written(result.state, result.encoded, has_floats)]
-            return result.state
+            produced[:] = [Written(result.state, result.encoded, has_floats, result.keys)]
+            if keep == 0:
+                return Commit(result.state)
+            applied = change.applied if isinstance(change, Rewrite) else change
+            entry = entry_of(
+                source=source,
+                call_id=call_id,
+                keys=result.keys,
+                applied=applied,
+                stored=value,
+                base=result.base,
+            )
+            return Commit(result.state, entry)
 
         if self.storage is None:  # a host calling store without init: nothing to persist
-            transition(current)
-            return produced[0].state, produced[0]
-        new_state = await self._update(transition)
+            transition(Revision(current, 0))
+            return produced[0].state, produced[0], None
+        committed = await self._commit(transition, keep)
+        new_state: ScratchpadState = committed.value
         written = produced[0] if produced and produced[0].state is new_state else None
-        return new_state, written
+        return new_state, written, committed.revision
 
-    async def _update(self, transition: UpdateFn) -> ScratchpadState:
+    async def _commit(self, transition: CommitFn, keep: int) -> Revision:
         assert self.storage is not None  # checked by the caller
-        pending = self.storage.update(STATE_KEY, transition)
+        pending = self.storage.commit(STATE_KEY, transition, keep=keep)
         try:
-            new_state: ScratchpadState = await _deadline.wait_for(
+            committed: Revision = await _deadline.wait_for(
                 self.pipeline.config.write_timeout, pending
             )
         except _deadline.Expired:
             raise _WriteTimeout(self.pipeline.config.write_timeout or 0) from None
-        return new_state
+        return committed
+
+    def reject(self, source: WriteSource, call_id: str | None, exc: ScratchpadUpdateError) -> None:
+        """Report a change refused before it reached :meth:`write` (``UpdateRejected``)."""
+        self._emit_rejected(source, call_id, exc.reason, exc.message, exc.errors)
 
     def _emit_rejected(
         self,
@@ -228,6 +278,15 @@ class _WriteTimeout(Exception):
             "been saved or not. Check the scratchpad and repeat the update if it is "
             "missing; repeating an update is harmless."
         )
+
+
+def _conflict(expected: int, actual: int) -> ScratchpadConflictError:
+    return ScratchpadConflictError(
+        f"The scratchpad changed since revision {expected}: it is at revision {actual} "
+        "now, so nothing was written. Read it again and decide on the new state.",
+        expected=expected,
+        actual=actual,
+    )
 
 
 def _refusal(exc: BaseException) -> tuple[str, str, Sequence[dict[str, Any]]] | None:

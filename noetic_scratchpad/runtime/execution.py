@@ -14,9 +14,9 @@ from typing import Any
 from ..context import ExecutionContext
 from ..errors import MaxStepsExceededError
 from ..items import FunctionCall, Item, LLMResponse, Message
-from ..layer import ContextLayer, LayerHandle
+from ..layer import ContextLayer, LayerHandle, RenamableHandle
 from ..storage import ScopedStorage
-from .model import ModelRequest, ToolSpec, as_response
+from .model import ModelRequest, ToolSpec, ToolsRenamed, as_response
 from .toolcalls import LayerTool, ToolCalls
 from .tools import Agent, Tool
 
@@ -149,6 +149,7 @@ class Execution:
         )
         query = _last_user_text(conversation)
         specs, tools = self.toolset(self.agent)
+        self._name_tools(specs)
         calls: list[FunctionCall] = []
         for step in range(1, self.limit + 1):
             response = await self._ask(step, specs, states, query, conversation)
@@ -186,6 +187,18 @@ class Execution:
             params=self.params,
         )
         return as_response(await self.agent.model(request))
+
+    def _name_tools(self, specs: Sequence[ToolSpec]) -> None:
+        """Tell the layers' handles the names a provider adapter sends their tools under,
+        so that what they tell the model names the tool it sees."""
+        model = self.agent.model
+        if not isinstance(model, ToolsRenamed):
+            return
+        sent = model.sent_tool_names([spec.name for spec in specs])
+        for layer in self.stack.layers:
+            handle = bound_handle(self.ctx, layer)
+            if isinstance(handle, RenamableHandle):
+                handle.name_tools(sent)
 
     def _claim(self, calls: Sequence[FunctionCall]) -> None:
         """Claim the calls the tool path will apply before the store hooks see them, so

@@ -19,7 +19,7 @@ from ..context import ExecutionContext
 from ..errors import ScratchpadConfigError
 from ..events import EventBus
 from ..items import Item
-from ..layer import ContextLayer
+from ..layer import ContextLayer, HistoryEntry, JournaledHandle, LayerHandle
 from ..render import Tokenizer
 from ..storage import ScopedStorage, StorageBackend, open_storage, resolve_storage_url
 from .budgets import split_budget
@@ -272,6 +272,7 @@ class AgentHarness:
         *,
         thread_id: str,
         resource_id: str | None = None,
+        expected_revision: int | None = None,
     ) -> Any:
         """Merge ``values`` into a layer's stored state, as ``ctx.context[id].update`` does.
 
@@ -279,16 +280,60 @@ class AgentHarness:
         ``"api"``); raises ``ScratchpadValidationError`` and the other update errors, with
         the stored state unchanged. Returns a copy of the new state (the handle's ``snapshot``).
         One storage round trip: the write merges into the stored state, nothing is read
-        before it.
+        before it. ``expected_revision``: refuse with ``ScratchpadConflictError`` unless
+        the stored revision is this one (journaled layers only).
         """
+        handle = await self._handle(layer_id, thread_id, resource_id)
+        if expected_revision is None:
+            await handle.update(values)
+        else:
+            await self._journaled(layer_id, handle).update(
+                values, expected_revision=expected_revision
+            )
+        return handle.snapshot
+
+    async def history(
+        self,
+        layer_id: str,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        limit: int = 20,
+    ) -> list[HistoryEntry]:
+        """The ``limit`` newest journaled writes of a layer's scope, newest first."""
+        handle = await self._handle(layer_id, thread_id, resource_id)
+        entries: list[HistoryEntry] = await self._journaled(layer_id, handle).history(limit)
+        return entries
+
+    async def revert(
+        self,
+        layer_id: str,
+        revision: int,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+    ) -> Any:
+        """Make the state right after ``revision`` the scope's new revision (journaled as
+        ``revert``, checked by the schema); returns a copy of the new state. Raises
+        ``ScratchpadHistoryError`` when the journal does not reach back that far."""
+        handle = await self._handle(layer_id, thread_id, resource_id)
+        await self._journaled(layer_id, handle).revert(revision)
+        return handle.snapshot
+
+    async def _handle(self, layer_id: str, thread_id: str, resource_id: str | None) -> LayerHandle:
+        """A handle of the layer on the scope, bound without reading it (writes read)."""
         layer = self.layer(layer_id)
         await self.open()
         ctx = ExecutionContext(
             thread_id=thread_id, resource_id=resource_id, events=self.events, tokenize=self.tokenize
         )
-        handle = layer.bind(self._scoped(layer, ctx), ctx, None)
-        await handle.update(values)
-        return handle.snapshot
+        return layer.bind(self._scoped(layer, ctx), ctx, None)
+
+    @staticmethod
+    def _journaled(layer_id: str, handle: LayerHandle) -> JournaledHandle:
+        if not isinstance(handle, JournaledHandle):
+            raise TypeError(f"the layer {layer_id!r} keeps no journal of its writes")
+        return handle
 
     def __repr__(self) -> str:
         layers = ", ".join(layer.id for layer in self.layers)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ..errors import ScriptExhaustedError
 from ..items import FunctionCall, FunctionCallOutput, Item, LLMResponse, Message
@@ -16,6 +16,7 @@ __all__ = (
     "ScriptExhaustedError",
     "ScriptedModel",
     "ToolSpec",
+    "ToolsRenamed",
     "Turn",
     "as_response",
 )
@@ -34,6 +35,16 @@ class ToolSpec:
     description: str
     parameters: Mapping[str, Any]
     strict: bool = False
+
+
+@runtime_checkable
+class ToolsRenamed(Protocol):
+    """A model (a provider adapter) that sends tools under other names than ours, as
+    providers require (``scratchpad/update`` becomes ``scratchpad__update``)."""
+
+    def sent_tool_names(self, names: Sequence[str]) -> Mapping[str, str]:
+        """Our tool name -> the name the model sees, for a request with tools ``names``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

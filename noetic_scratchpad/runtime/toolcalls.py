@@ -47,7 +47,9 @@ def collect_layer_tools(
             if isinstance(provided, LayerFunction) and provided.exposed:
                 name = f"{layer.id}/{function}"
                 layer_tools[name] = LayerTool(layer.id, function)
-                specs.append(ToolSpec(name, provided.description, provided.parameters))
+                specs.append(
+                    ToolSpec(name, provided.description, provided.parameters, provided.strict)
+                )
     return layer_tools, specs
 
 

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ("JsonValue", "KeyInfo", "StorageBackend", "UpdateFn")
+__all__ = (
+    "Commit",
+    "CommitFn",
+    "JournalRow",
+    "JsonValue",
+    "KeyInfo",
+    "Revision",
+    "StorageBackend",
+    "UpdateFn",
+)
 
 JsonValue = Any
 """A value JSON can hold. (Recursive aliases cost mypy more than they catch here.)"""
@@ -27,6 +36,37 @@ mutate its argument, touch the event loop or have side effects. Raising aborts t
 
 
 @dataclass(frozen=True, slots=True)
+class Revision:
+    """A key's value and its revision: how many writes made it (0: never written)."""
+
+    value: JsonValue
+    revision: int
+
+
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is twice as slow
+class Commit:
+    """What a :data:`CommitFn` returns: the value to store, and the journal entry that
+    records this write (``None``: the write is not journaled)."""
+
+    value: JsonValue
+    entry: JsonValue | None = None
+
+
+CommitFn = Callable[[Revision], Commit]
+"""A pure, synchronous transition like :data:`UpdateFn`, that also sees the revision and
+may journal the write."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRow:
+    """One journaled write of a key: the revision it made, when, and its entry."""
+
+    revision: int
+    written_at: float
+    entry: JsonValue
+
+
+@dataclass(frozen=True, slots=True)
 class KeyInfo:
     """What :meth:`StorageBackend.describe` says about one key."""
 
@@ -35,6 +75,8 @@ class KeyInfo:
     """Bytes of the stored JSON text."""
     updated_at: float
     """Unix time of the last write."""
+    revision: int = 0
+    """How many writes made the value (see :meth:`StorageBackend.commit`)."""
 
 
 class StorageBackend(ABC):
@@ -79,6 +121,28 @@ class StorageBackend(ABC):
         backend keeps for the next update, to spare decoding it again: treat it as
         read-only.
         """
+
+    @abstractmethod
+    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
+        """Atomically replace the value at ``key`` by ``fn(current).value``, as
+        :meth:`update` does, and journal the write in the same transaction.
+
+        ``fn`` gets the current value and revision (``Revision(None, 0)`` for a missing
+        key). The new value is stored as revision ``current.revision + 1``, which is
+        returned with it. When ``fn``'s ``Commit.entry`` is not ``None`` and ``keep`` is
+        positive, the entry is journaled under that revision and the key's journal is
+        trimmed to its ``keep`` newest rows; state and journal change together or not at
+        all. Every write (``set``, ``update``, ``commit``) advances a key's revision;
+        ``delete`` removes the key, its revision and its journal.
+        """
+
+    @abstractmethod
+    async def get_revision(self, key: str) -> Revision | None:
+        """The value at ``key`` with its revision, or ``None`` when the key is missing."""
+
+    @abstractmethod
+    async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
+        """The ``limit`` newest journal rows of ``key``, newest first."""
 
     @abstractmethod
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:

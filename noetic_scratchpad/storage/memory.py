@@ -4,13 +4,29 @@ from __future__ import annotations
 
 import builtins
 import time
+from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _json
-from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
+from .base import (
+    Commit,
+    CommitFn,
+    JournalRow,
+    JsonValue,
+    KeyInfo,
+    Revision,
+    StorageBackend,
+    UpdateFn,
+)
 
 __all__ = ("MemoryStorage",)
+
+
+class _Entry(NamedTuple):
+    value: Any
+    updated_at: float
+    revision: int
 
 
 class MemoryStorage(StorageBackend):
@@ -19,13 +35,15 @@ class MemoryStorage(StorageBackend):
     ``update`` never awaits between its read and its write, so it is atomic on its event
     loop without a lock. ``get``/``set`` copy values so callers never share them with the
     store; ``update`` hands ``fn`` the stored value itself (``fn`` must not mutate it), which
-    keeps the scratchpad's hot path free of copies.
+    keeps the scratchpad's hot path free of copies; journal entries are encoded when
+    written, as a database would, so a later change to one never changes the journal.
     """
 
     url = "memory://"
 
     def __init__(self) -> None:
-        self._values: dict[str, tuple[Any, float]] = {}
+        self._values: dict[str, _Entry] = {}
+        self._journals: dict[str, deque[tuple[int, float, bytes]]] = {}
         self._closed = False
 
     @classmethod
@@ -36,32 +54,62 @@ class MemoryStorage(StorageBackend):
         entry = self._values.get(key)
         return None if entry is None else _copy(entry[0])
 
+    async def get_revision(self, key: str) -> Revision | None:
+        entry = self._values.get(key)
+        return None if entry is None else Revision(_copy(entry.value), entry.revision)
+
     async def set(self, key: str, value: JsonValue) -> None:
-        self._values[key] = (_copy(value), time.time())
+        self._values[key] = _Entry(_copy(value), time.time(), self._revision(key) + 1)
 
     async def delete(self, key: str) -> None:
         self._values.pop(key, None)
+        self._journals.pop(key, None)
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
         return sorted(key for key in self._values if key.startswith(prefix))
 
     async def get_many(self, keys: Iterable[str]) -> dict[str, JsonValue]:
-        return {key: _copy(entry[0]) for key in keys if (entry := self._values.get(key))}
+        return {key: _copy(entry.value) for key in keys if (entry := self._values.get(key))}
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
         # Never awaits between the read and the write: atomic on its loop without a lock.
         entry = self._values.get(key)
-        value = fn(None if entry is None else entry[0])
+        value = fn(None if entry is None else entry.value)
         _json.dumps(value)  # refuses, as another backend would, what JSON cannot hold
-        self._values[key] = (value, time.time())
+        self._values[key] = _Entry(value, time.time(), 1 if entry is None else entry.revision + 1)
         return value
+
+    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
+        entry = self._values.get(key)
+        current = Revision(None, 0) if entry is None else Revision(entry.value, entry.revision)
+        commit: Commit = fn(current)
+        _json.dumps(commit.value)
+        revision = current.revision + 1
+        now = time.time()
+        if commit.entry is not None and keep > 0:
+            row = (revision, now, _json.dumps(commit.entry))
+            journal = self._journals.get(key)
+            if journal is None or journal.maxlen != keep:
+                journal = self._journals[key] = deque(journal or (), maxlen=keep)
+            journal.append(row)
+        self._values[key] = _Entry(commit.value, now, revision)
+        return Revision(commit.value, revision)
+
+    async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
+        rows = self._journals.get(key, ())
+        newest = builtins.list(reversed(rows))[: max(limit, 0)]
+        return [JournalRow(rev, at, _json.loads(data)) for rev, at, data in newest]
 
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
         return [
-            KeyInfo(key, len(_json.dumps(value)), updated_at)
-            for key, (value, updated_at) in sorted(self._values.items())
+            KeyInfo(key, len(_json.dumps(entry.value)), entry.updated_at, entry.revision)
+            for key, entry in sorted(self._values.items())
             if key.startswith(prefix)
         ]
+
+    def _revision(self, key: str) -> int:
+        entry = self._values.get(key)
+        return 0 if entry is None else entry.revision
 
     async def aclose(self) -> None:
         self._closed = True

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from ..keys import Scope, scope_prefix
-from .base import JsonValue, StorageBackend, UpdateFn
+from .base import CommitFn, JournalRow, JsonValue, Revision, StorageBackend, UpdateFn
 
 if TYPE_CHECKING:
     from ..context import ExecutionContext
@@ -73,6 +74,15 @@ class ScopedStorage:
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
         return await self.backend.update(self.prefix + key, fn)
+
+    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
+        return await self.backend.commit(self.prefix + key, fn, keep=keep)
+
+    async def get_revision(self, key: str) -> Revision | None:
+        return await self.backend.get_revision(self.prefix + key)
+
+    async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
+        return await self.backend.journal(self.prefix + key, limit=limit)
 
     def __repr__(self) -> str:
         return (

@@ -215,3 +215,70 @@ async def test_a_run_through_the_messages_api() -> None:
         sent[2]["system"]
         == 'Be brief.\n\n<scratchpad>\n{\n  "blockers": [\n    "x"\n  ]\n}\n</scratchpad>'
     )
+
+
+@pytest.mark.asyncio
+async def test_the_edit_tool_appends_and_deletes_through_anthropic() -> None:
+    """``scratchpad/edit`` goes out as ``scratchpad__edit`` (a schema Anthropic takes as it
+    is); the model's ``tool_use`` appends a step and deletes a key in one write."""
+    operations = [
+        {
+            "op": "append",
+            "path": ["completedSteps"],
+            "value_json": None,
+            "values_json": ['"docs"'],
+            "index": None,
+        },
+        {
+            "op": "delete",
+            "path": ["blockers"],
+            "value_json": None,
+            "values_json": None,
+            "index": None,
+        },
+    ]
+    answers = [
+        message_payload(
+            [
+                {
+                    "type": "tool_use",
+                    "id": "tu_1",
+                    "name": "scratchpad__edit",
+                    "input": {"operations": operations},
+                }
+            ]
+        ),
+        message_payload([{"type": "text", "text": "Done."}]),
+    ]
+    sent: list[dict[str, Any]] = []
+
+    def handle(request: hx.Request) -> hx.Response:
+        sent.append(json.loads(request.content))
+        return hx.Response(200, json=answers[len(sent) - 1])
+
+    client = anthropic.AsyncAnthropic(
+        api_key="test",
+        base_url="http://anthropic.test",
+        http_client=hx.AsyncClient(transport=hx.MockTransport(handle)),
+        max_retries=0,
+    )
+    harness = AgentHarness(
+        "a",
+        Agent(model=AnthropicModel(client, "test-model")),
+        {},
+        [scratchpad(edit_tool=True)],
+    )
+    async with harness:
+        await harness.update_state(
+            "scratchpad", {"completedSteps": ["tests"], "blockers": ["none"]}, thread_id="t"
+        )
+        result = await harness.run("go", thread_id="t")
+    await client.close()
+
+    assert result.states["scratchpad"] == {"completedSteps": ["tests", "docs"]}
+    edit = next(tool for tool in sent[0]["tools"] if tool["name"] == "scratchpad__edit")
+    assert edit["input_schema"]["type"] == "object"
+    assert sdk_valid(ToolParam, edit)
+    output = sent[1]["messages"][-1]["content"][0]
+    assert output["type"] == "tool_result"
+    assert output["content"] == "Scratchpad edited (completedSteps, blockers)."

@@ -314,3 +314,88 @@ async def test_a_run_through_chat_completions() -> None:
     assert rejected["role"] == "tool"
     assert rejected["tool_call_id"] == "t1"
     assert rejected["content"].startswith("Error: The update does not fit the scratchpad's schema")
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_names_the_tool_as_the_provider_sent_it() -> None:
+    """The model sees ``scratchpad__update``; the text that tells it how to fix a refused
+    call must name that tool, not our internal ``scratchpad/update``."""
+    sent: list[dict[str, Any]] = []
+    client = mock_client(
+        [
+            responses_payload(
+                [function_call_output("call_1", "scratchpad__update", '{"currentGoal": 7}')]
+            ),
+            responses_payload([message_output("Noted.")]),
+        ],
+        sent,
+    )
+    harness = AgentHarness(
+        "a", Agent(model=OpenAIResponsesModel(client, "m")), {}, [scratchpad(schema=TaskNotes)]
+    )
+    async with harness:
+        await harness.run("Ship it", thread_id="t")
+    await client.close()
+
+    output = sent[1]["input"][-1]
+    assert output["type"] == "function_call_output"
+    assert "call scratchpad__update again" in output["output"]
+    assert "scratchpad/update" not in output["output"]
+
+
+EDIT_CALL = json.dumps(
+    {
+        "operations": [
+            {
+                "op": "append",
+                "path": ["completedSteps"],
+                "value_json": None,
+                "values_json": ['"docs"'],
+                "index": None,
+            },
+            {
+                "op": "delete",
+                "path": ["blockers"],
+                "value_json": None,
+                "values_json": None,
+                "index": None,
+            },
+        ]
+    }
+)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("api", ["responses", "chat"])
+async def test_the_edit_tool_appends_and_deletes_through_openai(api: str) -> None:
+    """``scratchpad/edit`` goes out strict as ``scratchpad__edit``; the model's call
+    appends a step and deletes a key in one write."""
+    sent: list[dict[str, Any]] = []
+    if api == "responses":
+        answers = [
+            responses_payload([function_call_output("c1", "scratchpad__edit", EDIT_CALL)]),
+            responses_payload([message_output("Done.")]),
+        ]
+        model: Any = OpenAIResponsesModel(mock_client(answers, sent), "m")
+    else:
+        answers = [
+            chat_payload(None, [("c1", "scratchpad__edit", EDIT_CALL)]),
+            chat_payload("Done.", []),
+        ]
+        model = OpenAIChatModel(mock_client(answers, sent), "m")
+    harness = AgentHarness("a", Agent(model=model), {}, [scratchpad(edit_tool=True)])
+    async with harness:
+        await harness.update_state(
+            "scratchpad", {"completedSteps": ["tests"], "blockers": ["none"]}, thread_id="t"
+        )
+        result = await harness.run("go", thread_id="t")
+    await model.client.close()
+
+    assert result.states["scratchpad"] == {"completedSteps": ["tests", "docs"]}
+    tools = sent[0]["tools"]
+    if api == "responses":
+        edit = next(tool for tool in tools if tool["name"] == "scratchpad__edit")
+        strict_validate(FunctionToolParam, edit)
+    else:
+        edit = next(t["function"] for t in tools if t["function"]["name"] == "scratchpad__edit")
+    assert edit["strict"] is True

@@ -66,7 +66,7 @@ async def test_update_failing_mid_write_keeps_prior_state(faulty: FaultyStorage)
     Once the backend is healthy again the next write lands on the intact prior state."""
     _, handle = await bind(scratchpad(), faulty)
     await handle.update(PRIOR)
-    faulty.fail_on = {"update"}
+    faulty.fail_on = {"commit"}
 
     with capture_events(handle.ctx.events) as events, pytest.raises(StorageError) as info:
         await handle.update({"goal": "abandon", "notes": {"owner": "bob"}})
@@ -100,7 +100,7 @@ async def test_write_whose_commit_went_unconfirmed_says_it_may_have_landed(
     _, handle = await bind(scratchpad(), faulty)
     await handle.update(PRIOR)
     faulty.error = StorageOutcomeUnknownError("connection lost during COMMIT")
-    faulty.fail_on = {"update"}
+    faulty.fail_on = {"commit"}
 
     with capture_events(handle.ctx.events) as events, pytest.raises(StorageOutcomeUnknownError):
         await handle.update({"goal": "maybe"})
@@ -119,7 +119,7 @@ async def test_tool_call_failing_mid_write_reports_the_call(faulty: FaultyStorag
     error output; the stored state is untouched."""
     ctx, handle = await bind(scratchpad(), faulty)
     await handle.update(PRIOR)
-    faulty.fail_on = {"update"}
+    faulty.fail_on = {"commit"}
 
     with capture_events(ctx.events) as events, pytest.raises(StorageError):
         await handle.call("update", '{"goal": "other"}', call_id="call-1")
@@ -137,7 +137,7 @@ async def test_store_hook_survives_a_broken_write(faulty: FaultyStorage) -> None
     layer = scratchpad()
     ctx, handle = await bind(layer, faulty)
     await handle.update(PRIOR)
-    faulty.fail_on = {"update"}
+    faulty.fail_on = {"commit"}
     faulty.faults_left = 1
     calls = [
         FunctionCall(call_id="c1", name="scratchpad/update", arguments='{"goal": "lost"}'),
@@ -163,7 +163,7 @@ async def test_store_hook_with_storage_down_changes_nothing(faulty: FaultyStorag
     ctx, handle = await bind(layer, faulty)
     await handle.update(PRIOR)
     before = await faulty.inner.describe("scopes/")
-    faulty.fail_on = {"update"}
+    faulty.fail_on = {"commit"}
     calls = [
         FunctionCall(call_id=f"c{i}", name="scratchpad/update", arguments=f'{{"n": {i}}}')
         for i in range(3)
@@ -193,7 +193,7 @@ async def test_concurrent_writers_with_some_writes_failing(faulty: FaultyStorage
     layer = scratchpad()
     _, seed = await bind(layer, faulty)
     await seed.update({"seed": True})
-    faulty.fail_on = {"update"}
+    faulty.fail_on = {"commit"}
     faulty.faults_left = 12
     bus = EventBus()
     outcomes: dict[str, bool] = {}
@@ -232,7 +232,7 @@ async def test_stalled_write_is_bounded_by_write_timeout(faulty: FaultyStorage) 
     also after the stalled call is released (the abandoned write never lands late)."""
     _, handle = await bind(scratchpad(write_timeout=0.2), faulty)
     await handle.update(PRIOR)
-    faulty.stall_on = {"update"}
+    faulty.stall_on = {"commit"}
 
     started = time.perf_counter()
     with capture_events(handle.ctx.events) as events, pytest.raises(StorageError) as info:
@@ -261,7 +261,7 @@ async def test_write_acknowledged_late_is_not_reported_as_lost(faulty: FaultySto
     faulty.stall_at = "after"
     _, handle = await bind(scratchpad(write_timeout=0.1), faulty)
     await handle.update(PRIOR)
-    faulty.stall_on = {"update"}
+    faulty.stall_on = {"commit"}
 
     with pytest.raises(StorageError) as info:
         await handle.update({"notes": {"reviewer": "eve"}})
@@ -282,7 +282,7 @@ async def test_stalled_store_hook_returns_within_the_timeout() -> None:
     layer = scratchpad(write_timeout=0.1)
     ctx, handle = await bind(layer, faulty)
     await handle.update(PRIOR)
-    faulty.stall_on = {"update"}
+    faulty.stall_on = {"commit"}
     calls = [FunctionCall(call_id="c1", name="scratchpad/update", arguments='{"a": 1}')]
 
     with capture_events(ctx.events) as events, anyio.fail_after(2):
@@ -305,7 +305,7 @@ async def test_stalled_reads_at_init_and_refresh_are_bounded_by_read_timeout(
     _, handle = await bind(layer, faulty)
     await handle.update(PRIOR)
 
-    faulty.stall_on = {"get"}
+    faulty.stall_on = {"get_revision"}
     started = time.perf_counter()
     with pytest.raises(StorageError, match=r"could not be loaded within 0\.2 s \(read_timeout\)"):
         await bind(layer, faulty)
@@ -329,18 +329,18 @@ async def test_faults_are_contained_under_trio(anyio_backend: str) -> None:
     await handle.update(PRIOR)
 
     with capture_events(handle.ctx.events) as events:
-        faulty.fail_on = {"update"}
+        faulty.fail_on = {"commit"}
         with pytest.raises(StorageError):
             await handle.update({"goal": "broken"})
         faulty.heal()
-        faulty.stall_on = {"update"}
+        faulty.stall_on = {"commit"}
         with pytest.raises(StorageError):
             await handle.update({"goal": "stalled"})
         faulty.release()
 
     assert [e.reason for e in events.of(UpdateRejected)] == ["storage", "timeout"]
     assert await faulty.inner.get(STATE_KEY) == PRIOR
-    stalled_reads = FaultyStorage(faulty.inner, stall_on={"get"})
+    stalled_reads = FaultyStorage(faulty.inner, stall_on={"get_revision"})
     with anyio.fail_after(2), pytest.raises(StorageError, match="read_timeout"):
         await bind(scratchpad(read_timeout=0.1), stalled_reads)
 
@@ -626,7 +626,7 @@ async def test_a_write_storage_refuses_is_not_reported_as_retryable(
     index), the caller gets StorageError and the event says ``refused``, never "try again
     later": the same write would fail the same way."""
     faulty = FaultyStorage(
-        storage, fail_on={"update"}, error=ValueError("the key is too long for the index")
+        storage, fail_on={"commit"}, error=ValueError("the key is too long for the index")
     )
     ctx, handle = await bind(scratchpad(), faulty)
     with capture_events(ctx.events) as events, pytest.raises(StorageError) as caught:

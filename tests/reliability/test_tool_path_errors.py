@@ -270,7 +270,7 @@ async def test_broken_write_gives_the_model_an_error_and_the_run_goes_on() -> No
     """A write that breaks mid-transaction reaches the model as an error output saying the
     scratchpad could not be saved and is unchanged; the run finishes and the stored state is
     the one before the failed call."""
-    backend = FaultyStorage(MemoryStorage(), fail_on={"update"})
+    backend = FaultyStorage(MemoryStorage(), fail_on={"commit"})
     output, result, events, _ = await run_with_backend(backend, scratchpad())
 
     assert output.is_error
@@ -288,7 +288,7 @@ async def test_stalled_write_gives_the_model_a_timeout_error_and_the_run_goes_on
     """A backend that hangs is cut off by ``write_timeout``: the model reads that the
     scratchpad did not answer in time and that repeating the update is harmless, and the
     run finishes soon after the timeout instead of hanging."""
-    backend = FaultyStorage(MemoryStorage(), stall_on={"update"})
+    backend = FaultyStorage(MemoryStorage(), stall_on={"commit"})
     output, _, events, elapsed = await run_with_backend(backend, scratchpad(write_timeout=0.2))
     backend.release()
 
@@ -376,7 +376,7 @@ async def test_state_that_cannot_be_loaded_fails_the_run_before_the_model_is_cal
     model = ScriptedModel(["Done."])
     harness = AgentHarness("a", Agent(model=model), context_layers=[scratchpad()], storage=backend)
     async with harness:
-        backend.fail_on = {"get"}
+        backend.fail_on = {"get_revision"}
         with pytest.raises(InjectedFault) as info:
             await harness.run("go", thread_id="t1")
         assert info.value is backend.error

@@ -17,6 +17,7 @@ from noetic_scratchpad.storage import (
     register_backend,
     resolve_storage_url,
 )
+from noetic_scratchpad.storage.base import CommitFn, Revision
 from noetic_scratchpad.storage.sqlite import SqliteStorage
 
 
@@ -155,32 +156,37 @@ async def test_registered_backend_can_replace_a_builtin(monkeypatch: pytest.Monk
     assert opened == ["sqlite:///never-created.db"]
 
 
-class _OnlyUpdate(MemoryStorage):
-    """A third-party backend whose ``update`` is its own: the layer writes through it and
-    nothing else."""
+class _CountedCommit(MemoryStorage):
+    """A third-party backend whose ``commit`` is its own: the layer writes through it, and
+    through neither ``update`` nor ``set``."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.updates = 0
+        self.commits = 0
+
+    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
+        self.commits += 1
+        return await super().commit(key, fn, keep=keep)
 
     async def update(self, key: str, fn: Any) -> Any:
-        self.updates += 1
-        entry = self._values.get(key)
-        value = fn(None if entry is None else entry[0])
-        await self.set(key, value)
-        return value
+        raise AssertionError("the layer writes with commit")
+
+    async def set(self, key: str, value: Any) -> None:
+        raise AssertionError("the layer writes with commit")
 
 
 @pytest.mark.asyncio
-async def test_a_backend_with_only_update_still_serves_the_layer() -> None:
+async def test_the_layer_writes_through_a_third_party_backends_commit() -> None:
     from noetic_scratchpad import ExecutionContext, ScopedStorage, scratchpad
 
-    backend = _OnlyUpdate()
+    backend = _CountedCommit()
     layer = scratchpad()
     ctx = ExecutionContext(thread_id="t1")
     storage = ScopedStorage(backend, layer.id, "t1")
     await layer.init(storage=storage, scope_key="t1", ctx=ctx)
     await ctx.context[layer.id].update({"goal": "ship", "steps": {"a": 1}})
     await ctx.context[layer.id].update({"steps": {"b": 2}})
-    assert backend.updates == 2
-    assert await storage.get("state") == {"goal": "ship", "steps": {"a": 1, "b": 2}}
+    assert backend.commits == 2
+    assert await storage.get_revision("state") == Revision(
+        {"goal": "ship", "steps": {"a": 1, "b": 2}}, 2
+    )

@@ -66,6 +66,19 @@ def test_url_defaults() -> None:
     assert settings.dsn == "postgresql://postgres@localhost/app"
 
 
+def test_the_journal_of_a_long_table_name_fits_postgres_identifiers() -> None:
+    """``{table}_journal`` where it fits in 63 bytes; past that, cut and made unique by a
+    hash of the table's name, in the table's schema."""
+    parse_postgres_url = _postgres_module().parse_postgres_url
+    assert parse_postgres_url("postgresql://h/db?table=s.pad").journal_table == "s.pad_journal"
+    long_a, long_b = "a" * 60 + "x", "a" * 60 + "y"
+    journal_a = parse_postgres_url(f"postgresql://h/db?table={long_a}").journal_table
+    journal_b = parse_postgres_url(f"postgresql://h/db?table={long_b}").journal_table
+    assert len(journal_a.encode()) <= 63
+    assert journal_a.endswith("_journal")
+    assert journal_a != journal_b
+
+
 def test_keyword_options_win_over_url() -> None:
     """Keyword options replace the same URL parameters; max_size is pool_size's other name."""
     pg = _postgres_module()
@@ -209,6 +222,7 @@ class Server:
         self.url = f"{postgres_test_url()}&application_name={self.app}"
         self.settings = _postgres_module().parse_postgres_url(self.url)
         self.table = self.settings.quoted_table
+        self.journal = self.settings.quoted_journal_table
 
     async def connect(self) -> Any:
         import asyncpg
@@ -256,7 +270,7 @@ async def server() -> AsyncIterator[Server]:
     try:
         yield srv
     finally:
-        await srv.scalar(f"DROP TABLE IF EXISTS {srv.table}")
+        await srv.scalar(f"DROP TABLE IF EXISTS {srv.journal}, {srv.table}")
 
 
 async def wait_until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
@@ -271,32 +285,50 @@ async def wait_until(condition: Callable[[], Awaitable[bool]], what: str) -> Non
 @pytest.mark.postgres
 @pytest.mark.asyncio
 async def test_open_creates_the_table_with_the_documented_columns(server: Server) -> None:
-    """Opening creates the table (key text primary key, value jsonb, updated_at timestamptz)
-    and opens min_size connections; opening it again (a second server) reuses the table."""
+    """Opening creates the table (key text primary key, value jsonb, updated_at timestamptz,
+    revision bigint) and its journal (key, revision, written_at, entry; primary key (key,
+    revision)), and opens min_size connections; opening it again (a second server) reuses
+    the tables."""
     url = f"{server.url}&min_size=2&pool_size=3"
     async with await open_storage(url) as first, await open_storage(url) as second:
         assert await server.backend_connections() == 4
         conn = await server.connect()
         try:
-            rows = await conn.fetch(
-                "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
-                "WHERE table_name = $1 ORDER BY ordinal_position",
-                server.settings.table,
-            )
-            primary = await conn.fetchval(
-                "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
-                "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
-                "WHERE i.indrelid = to_regclass($1) AND i.indisprimary",
-                server.table,
-            )
+            columns = {
+                table: await conn.fetch(
+                    "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                    "WHERE table_name = $1 ORDER BY ordinal_position",
+                    name,
+                )
+                for table, name in (
+                    ("kv", server.settings.table),
+                    ("journal", server.settings.journal_table),
+                )
+            }
+            primary = {
+                table: await conn.fetchval(
+                    "SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_index i "
+                    "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+                    "WHERE i.indrelid = to_regclass($1) AND i.indisprimary",
+                    name,
+                )
+                for table, name in (("kv", server.table), ("journal", server.journal))
+            }
         finally:
             await conn.close()
-        assert [tuple(row) for row in rows] == [
+        assert [tuple(row) for row in columns["kv"]] == [
             ("key", "text", "NO"),
             ("value", "jsonb", "NO"),
             ("updated_at", "timestamp with time zone", "NO"),
+            ("revision", "bigint", "NO"),
         ]
-        assert primary == "key"
+        assert [tuple(row) for row in columns["journal"]] == [
+            ("key", "text", "NO"),
+            ("revision", "bigint", "NO"),
+            ("written_at", "timestamp with time zone", "NO"),
+            ("entry", "jsonb", "NO"),
+        ]
+        assert primary == {"kv": ["key"], "journal": ["key", "revision"]}
         await first.set("k", 1)
         assert await second.get("k") == 1
 

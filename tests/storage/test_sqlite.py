@@ -463,7 +463,9 @@ async def test_rows_it_committed_are_not_read_again_until_another_connection_wri
 
         other = sqlite3.connect(path)
         with other:
-            other.execute("INSERT INTO scratchpad_kv VALUES ('elsewhere', '1', 0)")
+            other.execute(
+                "INSERT INTO scratchpad_kv (key, value, updated_at) VALUES ('elsewhere', '1', 0)"
+            )
         other.close()
         assert await storage.update("k", lambda current: {**current, "n": 6}) == {"n": 6}
         assert reads() == first_reads + 1

@@ -82,7 +82,10 @@ async def test_two_harnesses_on_one_file_lose_nothing(tmp_path: Path) -> None:
 
 def _insert_raw(path: Path, key: str, value_sql: str) -> None:
     with sqlite3.connect(path) as conn:
-        conn.execute(f"INSERT INTO scratchpad_kv VALUES (?, {value_sql}, 0)", (key,))
+        conn.execute(
+            f"INSERT INTO scratchpad_kv (key, value, updated_at) VALUES (?, {value_sql}, 0)",
+            (key,),
+        )
 
 
 async def test_a_row_that_is_not_utf8_fails_only_its_own_reads(tmp_path: Path) -> None:

@@ -18,7 +18,14 @@ import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
 from ... import _json
 
-__all__ = ("decode_jsonb", "encode", "encode_jsonb", "escape", "register_jsonb_codec")
+__all__ = (
+    "decode_jsonb",
+    "decode_text",
+    "encode",
+    "encode_jsonb",
+    "escape",
+    "register_jsonb_codec",
+)
 
 # A JSON string escape of U+0000 (after an even number of backslashes): jsonb refuses it.
 _NUL_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
@@ -48,7 +55,12 @@ def encode_jsonb(value: Any) -> bytes:
 
 
 def decode_jsonb(data: bytes) -> Any:
-    text = data[1:]
+    return decode_text(data[1:])
+
+
+def decode_text(text: bytes) -> Any:
+    """The value of jsonb's JSON text (as ``jsonb::text`` gives it, encoded as UTF-8);
+    ``ValueError`` when it is not JSON."""
     if _SENTINEL in text:
         text = _SENTINEL_TOKEN.sub(_unescape_token, text)
     if _LONG_DIGITS in text.translate(_DIGITS_TO_ZERO):

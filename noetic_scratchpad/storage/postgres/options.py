@@ -4,7 +4,8 @@ URL options (also keyword arguments of :meth:`PostgresStorage.open`, which win):
 
     postgresql://user:secret@db.internal:5432/app?table=scratchpad_kv&pool_size=10
 
-``table`` (``[schema.]name``, default ``scratchpad_kv``), ``pool_size`` (an alias of
+``table`` (``[schema.]name``, default ``scratchpad_kv``; its journal is
+``[schema.]name_journal``), ``pool_size`` (an alias of
 ``max_size``), ``min_size`` and ``max_size``. They are removed before the URL goes to
 asyncpg; every other parameter (``sslmode``, ``application_name``, a server setting such
 as ``lock_timeout``) passes through.
@@ -15,6 +16,7 @@ SQL, so anything but a plain (optionally schema-qualified) identifier is refused
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,6 +43,7 @@ _SCHEMES = ("postgresql", "postgres")
 _OUR_PARAMS = ("table", "pool_size", "min_size", "max_size")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1; longer names are silently cut
+_JOURNAL_SUFFIX = "_journal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,22 @@ class PostgresSettings:
     @property
     def quoted_table(self) -> str:
         return ".".join(f'"{part}"' for part in self.table.split("."))
+
+    @property
+    def journal_table(self) -> str:
+        """The journal's table: ``{table}_journal`` in the table's schema (a name past
+        PostgreSQL's 63 bytes is cut and made unique with a hash of the table's name)."""
+        *schema, name = self.table.split(".")
+        journal = f"{name}{_JOURNAL_SUFFIX}"
+        if len(journal.encode()) > _MAX_IDENTIFIER_BYTES:
+            digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+            keep = _MAX_IDENTIFIER_BYTES - len(_JOURNAL_SUFFIX) - len(digest) - 1
+            journal = f"{name[:keep]}_{digest}{_JOURNAL_SUFFIX}"
+        return ".".join([*schema, journal])
+
+    @property
+    def quoted_journal_table(self) -> str:
+        return ".".join(f'"{part}"' for part in self.journal_table.split("."))
 
     def scrub(self, text: str) -> str:
         """``text`` with the URL and every password in it replaced by their redacted form."""

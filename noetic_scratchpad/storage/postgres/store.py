@@ -10,6 +10,7 @@ connection of the pool and queueing on the row lock.
 from __future__ import annotations
 
 import builtins
+import logging
 from collections.abc import Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -21,15 +22,26 @@ from ... import _json
 from ...errors import StorageError
 from ...locks import KeyedBatcher
 from .._options import int_option
-from ..base import JsonValue, KeyInfo, StorageBackend, UpdateFn
-from .codec import encode
+from ..base import (
+    CommitFn,
+    JournalRow,
+    JsonValue,
+    KeyInfo,
+    Revision,
+    StorageBackend,
+    UpdateFn,
+)
+from .codec import decode_text, encode
 from .connection import create_pool, pooled_connection
 from .failures import DRIVER_ERRORS, ROLLED_BACK, UNCHANGED, UNCONFIRMED, storage_error
 from .options import PostgresSettings, parse_postgres_url
-from .table import TableSql, check_shape, create_table, fetch_prefix
-from .writer import update_row
+from .schema import prepare_tables
+from .table import TableSql, fetch_prefix
+from .writer import CommitJob, update_row
 
 __all__ = ("PostgresStorage",)
+
+logger = logging.getLogger("noetic_scratchpad.storage.postgres")
 
 _CLOSE_TIMEOUT = 10.0
 
@@ -53,10 +65,10 @@ class PostgresStorage(StorageBackend):
         self._pool = pool
         self.settings = settings
         self._closed = False
-        self._batcher: KeyedBatcher[str, UpdateFn, JsonValue] = KeyedBatcher(
+        self._batcher: KeyedBatcher[str, CommitJob, Any] = KeyedBatcher(
             self._run_batch, max_batch=max_batch
         )
-        self._sql = TableSql(settings.quoted_table)
+        self._sql = TableSql(settings.quoted_table, settings.quoted_journal_table)
 
     @classmethod
     async def open(
@@ -70,7 +82,7 @@ class PostgresStorage(StorageBackend):
         max_batch: int = 256,
         **connect_options: Any,
     ) -> PostgresStorage:
-        """Connect a pool to ``url`` and create the table if it is missing.
+        """Connect a pool to ``url`` and create the tables if they are missing.
 
         ``connect_options`` go to :func:`asyncpg.create_pool` (for example ``ssl``,
         ``command_timeout`` or ``server_settings``). ``max_batch`` caps how many queued
@@ -93,8 +105,7 @@ class PostgresStorage(StorageBackend):
 
     async def _create_table(self) -> None:
         async with self._connection("create the table") as conn:
-            columns, key_is_unique = await create_table(conn, self._sql)
-        check_shape(self.settings, columns, key_is_unique)
+            await prepare_tables(conn, self._sql, self.settings)
 
     # -- the contract ---------------------------------------------------------------
 
@@ -108,8 +119,40 @@ class PostgresStorage(StorageBackend):
             await conn.execute(self._sql.set, key, data)
 
     async def delete(self, key: str) -> None:
-        async with self._connection("delete", key, outcome=UNCONFIRMED) as conn:
+        # The row's delete waits for (and then locks out) any write of the key; only then
+        # does the journal's delete start, and see every row those writes added.
+        connection = self._connection("delete", key, outcome=UNCONFIRMED)
+        async with connection as conn, conn.transaction():
             await conn.execute(self._sql.delete, key)
+            await conn.execute(self._sql.clear_journal, key)
+
+    async def get_revision(self, key: str) -> Revision | None:
+        async with self._connection("read", key) as conn:
+            row = await conn.fetchrow(self._sql.get_revision, key)
+        return None if row is None else Revision(row["value"], row["revision"])
+
+    async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
+        if limit <= 0:
+            return []
+        async with self._connection("read the journal", key) as conn:
+            rows = await conn.fetch(self._sql.journal_rows, key, limit)
+        journal: builtins.list[JournalRow] = []
+        for row in rows:
+            try:
+                entry = decode_text(row["entry"].encode())
+            except (ValueError, RecursionError) as exc:
+                # One bad row costs its entry, never the others'.
+                logger.warning(
+                    "skipped the journal row of %r at revision %s in %r: its entry cannot "
+                    "be read (%s); delete the row or the key's journal to silence this",
+                    key,
+                    row["revision"],
+                    self.settings.journal_table,
+                    exc,
+                )
+                continue
+            journal.append(JournalRow(row["revision"], row["written_at"], entry))
+        return journal
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
         async with self._connection("list keys") as conn:
@@ -132,7 +175,14 @@ class PostgresStorage(StorageBackend):
         fails alone, and every caller gets its own result after the commit.
         """
         self._check_open()
-        result: JsonValue = await self._batcher.submit(key, fn)
+        result: JsonValue = await self._batcher.submit(key, CommitJob(fn))
+        return result
+
+    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
+        """Apply ``fn`` and journal its entry under the row lock of ``key``, in the same
+        statement as the write; see :meth:`StorageBackend.commit`."""
+        self._check_open()
+        result: Revision = await self._batcher.submit(key, CommitJob(fn, keep, False))
         return result
 
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
@@ -140,7 +190,8 @@ class PostgresStorage(StorageBackend):
             rows = await fetch_prefix(conn, self._sql.describe, prefix)
         # The size of the compact JSON text, as the other backends report it.
         return [
-            KeyInfo(row["key"], len(_json.dumps(row["value"])), row["updated_at"]) for row in rows
+            KeyInfo(row["key"], len(_json.dumps(row["value"])), row["updated_at"], row["revision"])
+            for row in rows
         ]
 
     async def aclose(self) -> None:
@@ -154,7 +205,7 @@ class PostgresStorage(StorageBackend):
             self._pool.terminate()
 
     async def drop_table(self) -> None:
-        """Drop this backend's table and everything in it (tests and tear-downs).
+        """Drop this backend's tables and everything in them (tests and tear-downs).
 
         Works after :meth:`aclose` too, on a connection of its own.
         """
@@ -176,9 +227,9 @@ class PostgresStorage(StorageBackend):
 
     # -- plumbing -------------------------------------------------------------------
 
-    async def _run_batch(self, key: str, fns: builtins.list[UpdateFn]) -> builtins.list[Any]:
+    async def _run_batch(self, key: str, jobs: builtins.list[CommitJob]) -> builtins.list[Any]:
         async with self._connection("update", key, outcome=ROLLED_BACK) as conn:
-            return await update_row(conn, self._sql, self.settings, key, fns)
+            return await update_row(conn, self._sql, self.settings, key, jobs)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -3,35 +3,62 @@
 The transaction locks the key's row (``SELECT ... FOR UPDATE``, inserting the row first if
 it is absent) and holds the lock from its read to its commit, so writers on any number of
 servers serialize per key and never lose each other's updates, while different keys never
-wait for each other.
+wait for each other. The row's new value and revision, the journal rows of the commits and
+the journal's trim are one statement (:attr:`~.table.TableSql.write_journaled`), so the
+journal costs no round trip: BEGIN, lock, write, COMMIT, as without it.
 
-Inside one process the updates of a key also go through a :class:`~noetic_scratchpad.locks.
-KeyedBatcher` (see :mod:`.store`): the updates queued behind a running transaction are
+Inside one process the writes of a key also go through a :class:`~noetic_scratchpad.locks.
+KeyedBatcher` (see :mod:`.store`): the writes queued behind a running transaction are
 combined into the next one, which runs them here in order, each on the result of the one
-before it. An update that raises fails alone; when every update fails, the transaction
-is rolled back, which also removes a row inserted only to be locked.
+before it. A write that raises fails alone; when every write fails, the transaction is
+rolled back, which also removes a row inserted only to be locked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
 from ... import _json
 from ...errors import StorageError, StorageOutcomeUnknownError
-from ..base import JsonValue, UpdateFn
+from ..base import Revision
 from .codec import escape
 from .failures import CONNECTION_LOST, UNCONFIRMED, storage_error
 from .options import PostgresSettings
 from .table import TableSql
 
-__all__ = ("update_row",)
+__all__ = ("CommitJob", "update_row")
 
 # A row deleted between the insert-if-absent and the lock makes the lock statement retry.
 _LOCK_ATTEMPTS = 8
+
+
+# A plain slotted class: a frozen dataclass's __init__ costs twice as much, on every write.
+@dataclass(slots=True)
+class CommitJob:
+    """A read-modify-write. ``plain``: an ``update`` (``fn`` maps the value to the new
+    value, its outcome); else a ``commit`` (``fn`` maps a ``Revision`` to a ``Commit``,
+    whose entry is journaled when ``keep`` is positive)."""
+
+    fn: Callable[[Any], Any]
+    keep: int = 0
+    plain: bool = True
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What the jobs of one transaction came to: one outcome per job, and what to write."""
+
+    value: Any
+    revision: int
+    outcomes: list[Any] = field(default_factory=list)
+    data: bytes | None = None  # the value's JSON text; None: nothing to write
+    journal: list[tuple[int, bytes]] = field(default_factory=list)
+    floor: int = 0  # journal rows at or below this revision are trimmed
 
 
 async def update_row(
@@ -39,70 +66,94 @@ async def update_row(
     sql: TableSql,
     settings: PostgresSettings,
     key: str,
-    fns: Iterable[UpdateFn],
+    jobs: Iterable[CommitJob],
 ) -> list[Any]:
-    """Run ``fns`` on the value of ``key`` in one transaction holding its row lock.
+    """Run ``jobs`` on the row of ``key`` in one transaction holding its row lock.
 
-    Returns one outcome per update: its new value, or the exception that fails it alone.
+    Returns one outcome per job: its result, or the exception that fails it alone.
     A commit cut off by a lost connection is a :class:`StorageOutcomeUnknownError`.
     """
     transaction = conn.transaction(isolation="read_committed")
     await transaction.start()
     try:
         # The row lock is held from here to the end of the transaction.
-        outcomes, data = _apply(fns, await _lock_row(conn, sql, settings, key))
-        if data is not None:
-            await conn.execute(sql.write, key, data)
+        done = _apply(jobs, await _lock_row(conn, sql, settings, key))
+        if done.data is not None:
+            await _write(conn, sql, key, done)
     except BaseException:
         await _rollback_quietly(transaction)
         raise
-    if data is None:  # every update failed: also drops a row inserted to lock
+    if done.data is None:  # every write failed: also drops a row inserted to lock
         await _rollback_quietly(transaction)
-        return outcomes
+        return done.outcomes
     try:
         await transaction.commit()
     except CONNECTION_LOST as exc:
         what = f"commit of an update of {key!r}"
         raise storage_error(settings, what, exc, UNCONFIRMED, StorageOutcomeUnknownError) from exc
-    return outcomes
+    return done.outcomes
 
 
 async def _lock_row(
     conn: asyncpg.Connection, sql: TableSql, settings: PostgresSettings, key: str
-) -> JsonValue | None:
-    """The value of ``key`` once its row is locked; ``None`` for a row inserted to lock."""
+) -> Revision:
+    """The value and revision of ``key`` once its row is locked; ``Revision(None, 0)`` for
+    a row inserted to lock."""
     for _ in range(_LOCK_ATTEMPTS):
         row = await conn.fetchrow(sql.lock, key)
         if row is None:  # the statement always yields one row
             raise StorageError(f"locking the row of {key!r} returned nothing; retry")
         if row["created"]:
-            return None
+            return Revision(None, 0)
         if row["found"]:
-            return row["value"]
+            return Revision(row["value"], row["revision"])
     raise StorageError(
         f"could not lock the row of {key!r} in {settings.table!r}: it was deleted "
         f"by another writer {_LOCK_ATTEMPTS} times in a row; nothing was written, retry"
     )
 
 
-def _apply(fns: Iterable[UpdateFn], current: Any) -> tuple[list[Any], bytes | None]:
-    """Run the queued updates in order, each on the result of the last one that worked.
-
-    Returns one outcome per update (its value, or the exception that fails it alone) and
-    the JSON text to write, ``None`` when no update worked.
-    """
-    outcomes: list[Any] = []
-    data: bytes | None = None
-    for fn in fns:
+def _apply(jobs: Iterable[CommitJob], current: Revision) -> _Outcome:
+    """Run the queued jobs in order, each on the result of the last one that worked."""
+    done = _Outcome(current.value, current.revision)
+    for job in jobs:
         try:
-            new = fn(current)
+            if job.plain:
+                new, entry = job.fn(done.value), None
+            else:
+                commit = job.fn(Revision(done.value, done.revision))
+                new, entry = commit.value, commit.entry
             encoded = escape(_json.dumps(new))
+            if entry is not None:
+                entry = escape(_json.dumps(entry)) if job.keep > 0 else None
         except Exception as exc:
-            outcomes.append(exc)
+            done.outcomes.append(exc)
             continue
-        current, data = new, encoded
-        outcomes.append(new)
-    return outcomes, data
+        revision = done.revision = done.revision + 1
+        done.value, done.data = new, encoded
+        if entry is not None:
+            done.journal.append((revision, entry))
+            done.floor = max(done.floor, revision - job.keep)
+        done.outcomes.append(new if job.plain else Revision(new, revision))
+    return done
+
+
+async def _write(conn: asyncpg.Connection, sql: TableSql, key: str, done: _Outcome) -> None:
+    """The new row; with journal rows, them and the journal's trim in the same statement."""
+    if not done.journal:
+        await conn.execute(sql.write, key, done.data, done.revision)
+        return
+    # Rows the trim would delete at once are never written.
+    rows = [(revision, entry) for revision, entry in done.journal if revision > done.floor]
+    await conn.execute(
+        sql.write_journaled,
+        key,
+        done.data,
+        done.revision,
+        [revision for revision, _ in rows],
+        [entry for _, entry in rows],
+        done.floor,
+    )
 
 
 async def _rollback_quietly(transaction: Any) -> None:

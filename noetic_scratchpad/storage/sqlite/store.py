@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -20,7 +21,15 @@ import anyio
 from ... import _json
 from ...errors import StorageError
 from ...locks import KeyedBatcher
-from ..base import JsonValue, KeyInfo, StorageBackend, UpdateFn
+from ..base import (
+    CommitFn,
+    JournalRow,
+    JsonValue,
+    KeyInfo,
+    Revision,
+    StorageBackend,
+    UpdateFn,
+)
 from .connection import (
     check_aiosqlite,
     fetch_all,
@@ -30,9 +39,11 @@ from .connection import (
 )
 from .options import SqliteOptions, check_path, parse_sqlite_url
 from .table import TableSql, decode_row
-from .writer import DeleteJob, Job, SetJob, SqliteWriter, UpdateJob
+from .writer import CommitJob, DeleteJob, Job, SetJob, SqliteWriter
 
 __all__ = ("SqliteStorage",)
+
+logger = logging.getLogger("noetic_scratchpad.storage.sqlite")
 
 #: Keys per ``IN (...)`` query: under SQLite's smallest host-parameter limit (999).
 _GET_MANY_CHUNK = 500
@@ -43,7 +54,8 @@ class SqliteStorage(StorageBackend):
 
     Open it with ``await SqliteStorage.open("sqlite:///scratchpad.db")`` (or
     ``open_storage``). Values are stored as JSON text in one table,
-    ``(key TEXT PRIMARY KEY, value TEXT, updated_at REAL)``, created on first open.
+    ``(key TEXT PRIMARY KEY, value TEXT, updated_at REAL, revision INTEGER)``, and journal
+    entries in ``{table}_journal``; both are created on first open.
     """
 
     url = "sqlite://"
@@ -100,9 +112,36 @@ class SqliteStorage(StorageBackend):
                 found[key] = decode_row(self.path, key, data)
         return {key: found[key] for key in wanted if key in found}
 
+    async def get_revision(self, key: str) -> Revision | None:
+        for data, revision in await self._read(self._sql.get_revision, (key,)):
+            return Revision(decode_row(self.path, key, data), revision)
+        return None
+
+    async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
+        if limit <= 0:  # (SQLite reads a negative LIMIT as none)
+            return []
+        rows = await self._read(self._sql.journal_rows, (key, limit))
+        journal: builtins.list[JournalRow] = []
+        for revision, written_at, data in rows:
+            try:
+                entry = _json.loads(data.decode())
+            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+                # One bad row (another program's) costs its entry, never the others.
+                logger.warning(
+                    "skipped the journal row of %r at revision %s in %s: its entry is not "
+                    "JSON text (%s); delete the row or the key's journal to silence this",
+                    key,
+                    revision,
+                    self.path,
+                    exc,
+                )
+                continue
+            journal.append(JournalRow(revision, written_at, entry))
+        return journal
+
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
         rows = await self._read(*self._sql.describe(prefix))
-        return [KeyInfo(key, size, updated_at) for key, size, updated_at in rows]
+        return [KeyInfo(*row) for row in rows]
 
     async def _read(self, sql: str, params: Sequence[Any]) -> builtins.list[Any]:
         if self._closed:
@@ -128,7 +167,11 @@ class SqliteStorage(StorageBackend):
         await self._submit(DeleteJob(key))
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
-        return await self._submit(UpdateJob(key, fn))
+        return await self._submit(CommitJob(key, fn))
+
+    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
+        revision: Revision = await self._submit(CommitJob(key, fn, keep, False))
+        return revision
 
     async def _submit(self, job: Job) -> Any:
         if self._closed:

@@ -8,15 +8,20 @@ writer connection's thread, so it costs one thread hop however many statements i
 - ``BEGIN IMMEDIATE`` takes SQLite's write lock before the transaction reads anything, so
   writers in other processes sharing the file are serialized by SQLite itself, and no
   read-modify-write can be interleaved with another's.
-- The writer keeps the values of the rows it committed lately, and hands an update the
-  very object it last stored. That cache is only true while no other connection
+- Each write advances the key's revision. A commit writes the key's row, its journal row
+  and the journal's trim in the same transaction, so state and journal change together.
+- The writer keeps the values (and revisions) of the rows it committed lately, and hands
+  an update the very object it last stored. That cache is only true while no other connection
   has written: each transaction reads ``PRAGMA data_version``, which changes only when
   another connection has committed since our last transaction, and then drops it all
   before reading anything.
 - Writes are isolated per key: an update function that raises fails only its own job, and
-  a row that SQLite refuses (a trigger, a constraint) fails only the jobs of that key;
-  their neighbours in the batch still commit. Only a failure of the transaction itself
-  (BEGIN, COMMIT, a lost connection) fails the whole batch, after a rollback.
+  a row that SQLite refuses (a trigger, a constraint; journal rows included) fails only
+  the jobs of that key; their neighbours in the batch still commit. When some key takes
+  more than one statement, the rows are written under a savepoint, rolled back to undo a
+  refused key's earlier statements before the other keys are written again. Only a
+  failure of the transaction itself (BEGIN, COMMIT, a lost connection) fails the whole
+  batch, after a rollback.
 """
 
 from __future__ import annotations
@@ -26,87 +31,24 @@ import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiosqlite
 
 from ... import _json
 from ...errors import StorageBusyError, StorageError
-from ..base import UpdateFn
+from ..base import Revision
+from .batch import Batch, CommitJob, DeleteJob, Job, KeyState, SetJob, Unparsed
 from .connection import SQLITE_BUSY, error_code, raw_connection, run_in_connection_thread
 from .options import SqliteOptions
 from .table import TableSql, decode_row
 
-__all__ = ("DeleteJob", "Job", "SetJob", "SqliteWriter", "UpdateJob")
+__all__ = ("CommitJob", "DeleteJob", "Job", "SetJob", "SqliteWriter")
 
 _T = TypeVar("_T")
 
 #: Rows whose last committed value the writer keeps (see ``_recent``).
 _RECENT_ROWS = 256
-_MISSING = object()
-
-
-@dataclass(slots=True)
-class _Unparsed:
-    """A row written in this batch by a ``set``: its text, parsed only if an update of the
-    same key follows in the batch."""
-
-    text: str
-
-
-# Plain slotted classes: a frozen dataclass's __init__ costs twice as much, on every write.
-@dataclass(slots=True)
-class UpdateJob:
-    key: str
-    fn: UpdateFn
-
-
-@dataclass(slots=True)
-class SetJob:
-    key: str
-    text: str
-
-
-@dataclass(slots=True)
-class DeleteJob:
-    key: str
-
-
-Job = UpdateJob | SetJob | DeleteJob
-
-
-class _Batch:
-    """What one transaction has done so far: rows by key, and one outcome per job."""
-
-    __slots__ = ("latest", "outcomes", "written")
-
-    def __init__(self) -> None:
-        # The value of each row read or written in this batch (None: missing, _Unparsed
-        # after a set), so jobs on one key chain without re-reading.
-        self.latest: dict[str, Any] = {}
-        # The final row of each key written, as (text, value), the value _MISSING for a
-        # set; None deletes the row.
-        self.written: dict[str, tuple[str, Any] | None] = {}
-        # Per job: its result, or the exception that fails it alone.
-        self.outcomes: list[Any] = []
-
-    def set(self, key: str, text: str) -> None:
-        self.latest[key] = _Unparsed(text)
-        self.written[key] = (text, _MISSING)
-        self.outcomes.append(None)
-
-    def delete(self, key: str) -> None:
-        self.latest[key] = None
-        self.written[key] = None
-        self.outcomes.append(None)
-
-    def fail_key(self, key: str, jobs: Sequence[Job], error: StorageError) -> None:
-        """Fail every job of ``key`` that has not failed already, and write nothing for it."""
-        for index, job in enumerate(jobs):
-            if job.key == key and not isinstance(self.outcomes[index], Exception):
-                self.outcomes[index] = error
-        del self.written[key]
 
 
 class SqliteWriter:
@@ -125,9 +67,9 @@ class SqliteWriter:
         self.conn = raw_connection(connection)
         self.options = options
         self._sql = sql
-        # key -> value of rows this writer committed lately. Each entry was the stored
-        # row when this writer's last transaction committed; see _forget_if_stale.
-        self._recent: OrderedDict[str, Any] = OrderedDict()
+        # key -> (value, revision) of rows this writer committed lately. Each entry was the
+        # stored row when this writer's last transaction committed; see _forget_if_stale.
+        self._recent: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         self._data_version: int | None = None
 
     async def call(self, fn: Callable[..., _T], *args: Any) -> _T:
@@ -166,7 +108,7 @@ class SqliteWriter:
             if not isinstance(exc, sqlite3.Error):
                 raise
             return [self._database_error(exc, "write")] * len(jobs)
-        self._remember(batch.written)
+        self._remember(batch.keys)
         return batch.outcomes
 
     def _begin(self, conn: sqlite3.Connection) -> None:
@@ -190,70 +132,127 @@ class SqliteWriter:
             self._recent.clear()
             self._data_version = version
 
-    def _apply(self, conn: sqlite3.Connection, jobs: Sequence[Job]) -> _Batch:
-        """Apply ``jobs`` in order inside the open transaction, then write each key's row."""
-        batch = _Batch()
+    def _apply(self, conn: sqlite3.Connection, jobs: Sequence[Job]) -> Batch:
+        """Apply ``jobs`` in order inside the open transaction, then write each key's rows."""
+        batch = Batch()
+        keys, outcomes = batch.keys, batch.outcomes
         for job in jobs:
+            if isinstance(job, CommitJob):
+                outcomes.append(self._apply_commit(conn, job, batch))
+                continue
+            state = keys.get(job.key)
+            if state is None:
+                cached = self._recent.get(job.key)
+                state = keys[job.key] = KeyState(None, None if cached is None else cached[1])
             if isinstance(job, SetJob):
-                batch.set(job.key, job.text)
-            elif isinstance(job, DeleteJob):
-                batch.delete(job.key)
+                state.set(job.text)
             else:
-                batch.outcomes.append(self._apply_update(conn, job, batch))
+                state.delete()
+            outcomes.append(None)
         self._write_rows(conn, jobs, batch)
         return batch
 
-    def _apply_update(self, conn: sqlite3.Connection, job: UpdateJob, batch: _Batch) -> Any:
-        """Run one update on the key's current row: its new value, or the exception that
-        fails it alone. A database error is not the job's: it propagates, failing the batch."""
-        key = job.key
+    def _apply_commit(self, conn: sqlite3.Connection, job: CommitJob, batch: Batch) -> Any:
+        """Run one update or commit on the key's current row: its outcome, or the exception
+        that fails it alone. A database error is not the job's: it propagates, failing the
+        batch."""
         try:
-            current = batch.latest[key] = self._current_value(conn, key, batch)
-            value = job.fn(current)
+            state = self._current(conn, job.key, batch)
+            if job.plain:
+                value, entry = job.fn(state.value), None
+            else:
+                commit = job.fn(Revision(state.value, state.revision or 0))
+                value, entry = commit.value, commit.entry
             text = _json.dumps(value).decode()  # ValueError for what JSON cannot hold
+            if entry is not None:
+                entry = _json.dumps(entry).decode() if job.keep > 0 else None
         except sqlite3.Error:
             raise
         except Exception as exc:
             return exc
-        batch.latest[key] = value
-        batch.written[key] = (text, value)
-        return value
+        revision = state.commit(value, text, entry, job.keep)
+        return value if job.plain else Revision(value, revision)
 
-    def _current_value(self, conn: sqlite3.Connection, key: str, batch: _Batch) -> Any:
-        """The value of ``key`` as this transaction sees it; ``None`` when missing. Rows
-        in ``_recent`` are what is stored (see ``_forget_if_stale``)."""
-        if key in batch.latest:
-            value = batch.latest[key]
-            return _json.loads(value.text) if isinstance(value, _Unparsed) else value
-        if key in self._recent:
-            return self._recent[key]
-        found = conn.execute(self._sql.get, (key,)).fetchone()
-        return None if found is None else decode_row(self.options.path, key, found[0])
+    def _current(self, conn: sqlite3.Connection, key: str, batch: Batch) -> KeyState:
+        """``key`` as this transaction sees it, value parsed and revision known. Rows in
+        ``_recent`` are what is stored (see ``_forget_if_stale``)."""
+        state = batch.keys.get(key)
+        if state is None:
+            cached = self._recent.get(key)
+            if cached is None:
+                cached = self._read(conn, key, decode=True)
+            state = batch.keys[key] = KeyState(*cached)
+            return state
+        if state.revision is None:  # sets on a row never read: they count from its revision
+            state.revision = self._read(conn, key, decode=False)[1] + state.bumps
+        if isinstance(state.value, Unparsed):
+            state.value = _json.loads(state.value.text)
+        return state
 
-    def _write_rows(self, conn: sqlite3.Connection, jobs: Sequence[Job], batch: _Batch) -> None:
-        """Write each key's final row. A statement SQLite refuses for that row alone (a
+    def _read(self, conn: sqlite3.Connection, key: str, *, decode: bool) -> tuple[Any, int]:
+        found = conn.execute(self._sql.get_revision, (key,)).fetchone()
+        if found is None:
+            return None, 0
+        value = decode_row(self.options.path, key, found[0]) if decode else None
+        return value, found[1]
+
+    def _write_rows(self, conn: sqlite3.Connection, jobs: Sequence[Job], batch: Batch) -> None:
+        """Write each changed key's rows. A statement SQLite refuses for that key alone (a
         trigger, a constraint) leaves the transaction open: then only the jobs of that key
-        fail, and the row is dropped from ``written``. Anything else fails the batch."""
+        fail, and nothing is written for it. Anything else fails the batch."""
         now = time.time()
-        for key, final in list(batch.written.items()):
+        keys = [key for key, state in batch.keys.items() if state.changed]
+        # A key of several statements may fail after some of them: a savepoint undoes them.
+        guarded = any(batch.keys[key].clear or batch.keys[key].journal for key in keys)
+        if guarded:
+            conn.execute("SAVEPOINT key_rows")
+        index = 0
+        while index < len(keys):
+            key = keys[index]
             try:
-                if final is None:
-                    conn.execute(self._sql.delete, (key,))
-                else:
-                    conn.execute(self._sql.upsert, (key, final[0], now))
+                self._write_key(conn, key, batch.keys[key], now)
+                index += 1
             except sqlite3.Error as exc:
                 if not conn.in_transaction:
                     raise
                 batch.fail_key(key, jobs, self._database_error(exc, f"write the key {key!r}"))
+                del keys[index]
+                if guarded:  # undo every key written so far, and write the others again
+                    conn.execute("ROLLBACK TO key_rows")
+                    index = 0
+        if guarded:
+            conn.execute("RELEASE key_rows")
 
-    def _remember(self, written: dict[str, tuple[str, Any] | None]) -> None:
-        """Keep the rows a committed batch wrote, forgetting deleted and undecoded ones."""
+    def _write_key(self, conn: sqlite3.Connection, key: str, state: KeyState, now: float) -> None:
+        sql = self._sql
+        if state.clear:
+            conn.execute(sql.clear_journal, (key,))
+        if state.text is None:
+            conn.execute(sql.delete, (key,))
+        elif state.revision is None:
+            conn.execute(sql.set_row, (key, state.text, now, state.bumps))
+        else:
+            conn.execute(sql.upsert, (key, state.text, now, state.revision))
+        if not state.journal:
+            return
+        floor = state.floor
+        for revision, entry in state.journal:
+            if revision > floor:  # rows the trim would delete at once are never written
+                conn.execute(sql.journal_insert, (key, revision, now, entry))
+        if floor > 0 and not state.clear:
+            conn.execute(sql.journal_trim, (key, floor))
+
+    def _remember(self, keys: dict[str, KeyState]) -> None:
+        """Keep the rows a committed batch wrote; forget deleted ones and those whose value
+        or revision it does not know (sets)."""
         recent = self._recent
-        for key, row in written.items():
-            if row is None or row[1] is _MISSING:
+        for key, state in keys.items():
+            if not state.changed:
+                continue
+            if state.text is None or state.revision is None or isinstance(state.value, Unparsed):
                 recent.pop(key, None)
             else:
-                recent[key] = row[1]
+                recent[key] = (state.value, state.revision)
                 recent.move_to_end(key)
         while len(recent) > _RECENT_ROWS:
             recent.popitem(last=False)

@@ -28,6 +28,7 @@ from typing import Any
 from noetic_scratchpad import open_storage
 
 from .check import Violation, check
+from .journal import check_journals
 from .log import LogWriter, Record, read_records
 from .ops import Reader, read_loop
 from .scenario import SCOPES, Scope, derive_seed, format_scopes
@@ -310,6 +311,9 @@ async def _run(
         async with Reader(url, config.scopes) as reader:
             for record in await reader.read_all(final=True):
                 parent.log.write(record)
+    if config.backend != "memory":  # a memory store ends with its worker
+        progress("checking each scope's journal against its state")
+        parent.extra.extend(await check_journals(url, config.scopes))
     parent.log.close()
     report = check(collect_records(directory))
     violations = parent.extra + report.violations

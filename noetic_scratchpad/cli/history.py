@@ -1,0 +1,130 @@
+"""``history`` and ``revert``: a scope's journaled writes, and undoing them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..keys import state_key
+from ..layer import HistoryEntry, ScratchpadHandle, scratchpad
+from ..layer.journal import MISSING
+from ..storage import StorageBackend, open_storage
+from .common import PROG, CliError
+from .stored import confirm, iso, scope_of, sqlite_file_missing, stored_url
+
+#: Journal rows a revert from the command line keeps at least: the layer's default.
+_DEFAULT_KEEP = 50
+#: How far back the command line looks to keep an app's longer journal whole.
+_MAX_KEEP = 10_000
+
+
+async def cmd_history(args: argparse.Namespace) -> int:
+    backend, handle = await _open(args)
+    try:
+        entries = await handle.history(limit=args.limit)
+    finally:
+        await backend.aclose()
+    if args.json:
+        print(json.dumps([_as_json(entry) for entry in entries], indent=2, ensure_ascii=False))
+        return 0
+    if not entries:
+        print(f"no journaled writes for {_scope_name(args)} (revision {handle.revision})")
+        return 0
+    for entry in entries:
+        print(describe(entry))
+    return 0
+
+
+async def cmd_revert(args: argparse.Namespace) -> int:
+    backend, handle = await _open(args)
+    try:
+        if not args.yes:
+            confirm(
+                f"Make the {args.layer} of {_scope_name(args)} what it was at revision "
+                f"{args.to} (now at {handle.revision})? [y/N] "
+            )
+        await handle.revert(args.to)
+    finally:
+        await backend.aclose()
+    print(
+        f"{_scope_name(args)} is now at revision {handle.revision}: the state of revision {args.to}"
+    )
+    return 0
+
+
+def describe(entry: HistoryEntry) -> str:
+    """One journaled write as a few readable lines: a header, then a diff per key."""
+    call = f" call {entry.call_id}" if entry.call_id else ""
+    lines = [f"revision {entry.revision}  {iso(entry.written_at)}  {entry.source}{call}"]
+    if entry.changes is None:
+        lines.append(
+            f"  wrote {', '.join(entry.keys) or 'the state'} (the diff is unknown: "
+            "a newer journal entry could not be read)"
+        )
+        return "\n".join(lines)
+    for key, (before, after) in entry.changes.items():
+        name = key or "(the state)"
+        if before is MISSING:
+            lines.append(f"  + {name}: {_short(after)}")
+        elif after is MISSING:
+            lines.append(f"  - {name}: {_short(before)}")
+        else:
+            lines.append(f"  ~ {name}: {_short(before)} -> {_short(after)}")
+    return "\n".join(lines)
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _as_json(entry: HistoryEntry) -> dict[str, Any]:
+    changes = None
+    if entry.changes is not None:
+        changes = {
+            key: {
+                **({} if before is MISSING else {"before": before}),
+                **({} if after is MISSING else {"after": after}),
+            }
+            for key, (before, after) in entry.changes.items()
+        }
+    return {
+        "revision": entry.revision,
+        "written_at": entry.written_at,
+        "source": entry.source,
+        "call_id": entry.call_id,
+        "keys": list(entry.keys),
+        "update": entry.update,
+        "changes": changes,
+    }
+
+
+async def _open(args: argparse.Namespace) -> tuple[StorageBackend, ScratchpadHandle]:
+    """The backend and a handle on the scope of ``--thread``/``--resource``."""
+    if args.layer != "scratchpad":
+        raise CliError(f"history and revert know the scratchpad layer only, not {args.layer!r}")
+    url = stored_url(args)
+    kind, scope_id = scope_of(args)
+    missing = sqlite_file_missing(url)
+    if missing is not None:
+        raise CliError(f"no database at {missing}; nothing is stored yet (try `{PROG} demo`)")
+    backend = await open_storage(url)
+    try:
+        # Keep an app's longer journal whole: a revert trims to the layer's history_limit.
+        found = await backend.journal(state_key(args.layer, kind, scope_id), limit=_MAX_KEEP)
+        layer = scratchpad(scope=kind, history_limit=max(_DEFAULT_KEEP, len(found) + 1))
+        handle = await layer.open(
+            backend,
+            thread_id=scope_id if kind == "thread" else PROG,
+            resource_id=scope_id if kind == "resource" else None,
+        )
+    except BaseException:
+        await backend.aclose()
+        raise
+    return backend, handle
+
+
+def _scope_name(args: argparse.Namespace) -> str:
+    kind, scope_id = scope_of(args)
+    return f"{kind} {scope_id!r}"

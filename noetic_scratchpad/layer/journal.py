@@ -1,0 +1,162 @@
+"""The journal of a scope's writes: what each entry holds, and how states are rebuilt.
+
+Each applied write is journaled by the backend in the same transaction as the state (see
+``StorageBackend.commit``), as one entry::
+
+    {"source": "tool", "call_id": "c1", "keys": ["blockers"],
+     "update": {"blockers": []},                  # the change as applied
+     "undo": {"set": {"blockers": ["no logs"]}}}  # what restores the prior state
+
+``undo`` holds only the prior values of the top-level keys the write touched
+(``{"set": {...}, "delete": [...]}``), or ``{"state": ...}`` when the whole state was
+replaced (a text state, a state that no longer fitted the schema, the first write). So an
+entry costs about what its update costs, and the state after any kept revision is rebuilt
+by undoing the newer entries from the current state, newest first.
+
+Pure and synchronous: entries are built inside the backend's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ScratchpadHistoryError
+from .config import ScratchpadState
+
+__all__ = ("MISSING", "HistoryEntry", "entry_of", "history_of", "state_at", "undo")
+
+#: A key whose value a write touched: (before, after); ``MISSING`` where it had none.
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
+
+
+def entry_of(
+    *,
+    source: str,
+    call_id: str | None,
+    keys: Sequence[str],
+    applied: Any,
+    stored: Any,
+    base: ScratchpadState,
+) -> dict[str, Any]:
+    """The journal entry of a write of ``keys`` that turned ``stored`` (what storage
+    held; ``None``: nothing) into a new state, starting from ``base`` (``stored`` itself,
+    or the initial state that replaced it)."""
+    undo: dict[str, Any]
+    if base is stored and isinstance(stored, dict):
+        prior = {key: stored[key] for key in keys if key in stored}
+        absent = [key for key in keys if key not in stored]
+        undo = {"set": prior, "delete": absent} if absent else {"set": prior}
+    else:
+        undo = {"state": stored}
+    entry: dict[str, Any] = {"source": source, "keys": list(keys), "update": applied}
+    if call_id is not None:
+        entry["call_id"] = call_id
+    entry["undo"] = undo
+    return entry
+
+
+def undo(state: Any, entry: Mapping[str, Any]) -> Any:
+    """The state before ``entry``'s write, from the state right after it (not mutated)."""
+    reverse = entry["undo"]
+    if "state" in reverse:
+        return reverse["state"]
+    before = dict(state) if isinstance(state, dict) else {}
+    before.update(reverse.get("set", {}))
+    for key in reverse.get("delete", ()):
+        before.pop(key, None)
+    return before
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One journaled write: the revision it made, when (Unix seconds), who made it, the
+    keys it wrote and the change as applied. ``changes`` maps each key it wrote to its
+    value before and after (``MISSING`` where there was none); it is ``None`` when the
+    states around it cannot be rebuilt (a newer entry could not be read)."""
+
+    revision: int
+    written_at: float
+    source: str
+    call_id: str | None
+    keys: tuple[str, ...]
+    update: Any
+    changes: dict[str, tuple[Any, Any]] | None
+    replaced: bool
+    """The write replaced the whole state (``changes`` then compares the two states)."""
+
+
+def history_of(
+    current: Any, revision: int, rows: Iterable[tuple[int, float, Mapping[str, Any]]]
+) -> list[HistoryEntry]:
+    """The entries of ``rows`` (newest first, as read), each with what it changed, given
+    the ``current`` state at ``revision``. A gap in the revisions (an entry that could not
+    be read) leaves the entries older than it without ``changes``."""
+    entries: list[HistoryEntry] = []
+    after: Any = current
+    expected = revision
+    for number, written_at, entry in rows:
+        chained = after is not MISSING and number == expected
+        before = undo(after, entry) if chained else MISSING
+        replaced = "state" in entry["undo"]
+        keys = tuple(entry.get("keys", ()))
+        changes = None
+        if chained:
+            changes = _changes(before, after, None if replaced else keys)
+        entries.append(
+            HistoryEntry(
+                revision=number,
+                written_at=written_at,
+                source=str(entry.get("source", "")),
+                call_id=entry.get("call_id"),
+                keys=keys,
+                update=entry.get("update"),
+                changes=changes,
+                replaced=replaced,
+            )
+        )
+        after, expected = before, number - 1
+    return entries
+
+
+def state_at(
+    target: int, current: Any, revision: int, rows: Iterable[tuple[int, Mapping[str, Any]]]
+) -> Any:
+    """The state right after revision ``target``, rebuilt from the ``current`` state at
+    ``revision`` and the journal ``rows`` (newest first). ``None`` means nothing was
+    stored then. Raises ``ScratchpadHistoryError`` when the journal does not reach back
+    to ``target``."""
+    if not 0 <= target <= revision:
+        raise ScratchpadHistoryError(
+            f"There is no revision {target} to revert to: the scratchpad is at revision "
+            f"{revision}. Pick one from its history."
+        )
+    state, expected = current, revision
+    for number, entry in rows:
+        if expected == target:
+            break
+        if number != expected:
+            break  # a gap: an entry that was trimmed or could not be read
+        state, expected = undo(state, entry), expected - 1
+    if expected != target:
+        raise ScratchpadHistoryError(
+            f"Revision {target} is older than the kept history (it reaches back to revision "
+            f"{expected}); it cannot be restored. Raise history_limit to keep more."
+        )
+    return state
+
+
+def _changes(before: Any, after: Any, keys: Sequence[str] | None) -> dict[str, tuple[Any, Any]]:
+    """Each key's (before, after) among ``keys``; every key of both when ``None``. Nothing
+    stored (``None``) compares as an empty object."""
+    if before is None and isinstance(after, dict):
+        before = {}
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return {"": (before, after)}
+    names = keys if keys is not None else sorted(set(before) | set(after))
+    return {
+        key: (before.get(key, MISSING), after.get(key, MISSING))
+        for key in names
+        if before.get(key, MISSING) != after.get(key, MISSING) or keys is not None
+    }

@@ -1,0 +1,172 @@
+"""Creating the two tables, upgrading a table of an earlier version, checking their shape.
+
+An existing key-value table is used only if it has the columns this backend writes
+(``key`` text with a unique index, ``value`` jsonb, ``updated_at`` timestamptz); a table
+of another shape is refused when the storage opens, not at its first write. A table of
+version 0.1 gets its ``revision`` column (every stored row at revision 1, which costs no
+rewrite of the table) and its journal table. Servers that start together and find
+something missing take turns creating it, under an advisory lock; when everything is in
+place, opening writes nothing and needs no privilege beyond reading and writing rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped, unused-ignore]
+
+from ...errors import StorageConfigError
+from .options import PostgresSettings
+from .table import TableSql
+
+__all__ = ("prepare_tables",)
+
+# What this backend reads and writes: (column, type as format_type() names it).
+_COLUMNS = (("key", "text"), ("value", "jsonb"), ("updated_at", "timestamp with time zone"))
+_REVISION = ("revision", "bigint")
+_JOURNAL_COLUMNS = (
+    ("key", "text"),
+    ("revision", "bigint"),
+    ("written_at", "timestamp with time zone"),
+    ("entry", "jsonb"),
+)
+# First key of the advisory lock that serializes CREATE TABLE across servers (arbitrary).
+_DDL_LOCK_CLASS = 0x5C7A
+_SQL_COLUMNS = (
+    "SELECT attname AS name, format_type(atttypid, atttypmod) AS type, "
+    "attnotnull AND NOT atthasdef AND attidentity = '' AND attgenerated = '' AS required "
+    "FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped "
+    "ORDER BY attnum"
+)
+# A unique index on exactly the columns $2 (what ON CONFLICT needs), neither partial nor
+# on an expression.
+_SQL_IS_UNIQUE = (
+    "SELECT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = to_regclass($1) "
+    "AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL "
+    "AND i.indnkeyatts = cardinality($2::text[]) "
+    "AND ARRAY(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY "
+    "AS k(attnum, n) JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+    "WHERE k.n <= i.indnkeyatts ORDER BY k.n) = $2::text[])"
+)
+
+
+def _create_sql(sql: TableSql) -> tuple[str, str, Sequence[str]]:
+    """The DDL: the key-value table, the journal, and the upgrade of a 0.1 table."""
+    create = (
+        f'CREATE TABLE IF NOT EXISTS {sql.table} (key text COLLATE "C" PRIMARY KEY, '
+        "value jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), "
+        "revision bigint NOT NULL DEFAULT 0)"
+    )
+    journal = (
+        f'CREATE TABLE IF NOT EXISTS {sql.journal} (key text COLLATE "C" NOT NULL, '
+        "revision bigint NOT NULL, written_at timestamptz NOT NULL DEFAULT now(), "
+        "entry jsonb NOT NULL, PRIMARY KEY (key, revision))"
+    )
+    # Added with DEFAULT 1, a constant: existing rows read 1 without a rewrite of the
+    # table; rows inserted later get 0, then the revision their write sets.
+    upgrade = (
+        f"ALTER TABLE {sql.table} ADD COLUMN IF NOT EXISTS revision bigint NOT NULL DEFAULT 1",
+        f"ALTER TABLE {sql.table} ALTER COLUMN revision SET DEFAULT 0",
+    )
+    return create, journal, upgrade
+
+
+async def prepare_tables(
+    conn: asyncpg.Connection, sql: TableSql, settings: PostgresSettings
+) -> None:
+    """Create what is missing, upgrade a 0.1 table, and raise :class:`StorageConfigError`
+    for a table of another shape (before changing anything in it)."""
+    create, create_journal, upgrade = _create_sql(sql)
+    if not await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", sql.table):
+        await _under_ddl_lock(conn, sql, [create, create_journal])
+    columns = await _columns(conn, sql.table)
+    problems = _shape_problems(columns, _COLUMNS, _REVISION, written=("key", "value"))
+    if "key" in columns and not await _is_unique(conn, sql.table, ("key",)):
+        problems.append("key has no unique index (such as a primary key)")
+    _check(settings, settings.table, columns, problems, _KV_FIX)
+    journal_exists = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", sql.journal)
+    if _REVISION[0] not in columns or not journal_exists:
+        await _under_ddl_lock(conn, sql, [*upgrade, create_journal])
+    columns = await _columns(conn, sql.journal)
+    written = ("key", "revision", "entry")
+    problems = _shape_problems(columns, _JOURNAL_COLUMNS, None, written=written)
+    if not await _is_unique(conn, sql.journal, ("key", "revision")):
+        problems.append("(key, revision) has no unique index (such as a primary key)")
+    _check(settings, settings.journal_table, columns, problems, _JOURNAL_FIX)
+
+
+async def _under_ddl_lock(conn: asyncpg.Connection, sql: TableSql, ddl: Iterable[str]) -> None:
+    async with conn.transaction():
+        # Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog;
+        # servers starting together take turns instead.
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext($2))", _DDL_LOCK_CLASS, sql.table
+        )
+        for statement in ddl:
+            try:
+                await conn.execute(statement)
+            except asyncpg.InsufficientPrivilegeError as exc:
+                raise StorageConfigError(
+                    f"the database user may not create or change this backend's tables "
+                    f"({exc}); run this once as the tables' owner, then open again: "
+                    f"{'; '.join(ddl)}"
+                ) from exc
+
+
+async def _columns(conn: asyncpg.Connection, table: str) -> dict[str, Any]:
+    return {row["name"]: row for row in await conn.fetch(_SQL_COLUMNS, table)}
+
+
+async def _is_unique(conn: asyncpg.Connection, table: str, columns: Sequence[str]) -> bool:
+    return bool(await conn.fetchval(_SQL_IS_UNIQUE, table, list(columns)))
+
+
+def _shape_problems(
+    found: dict[str, Any],
+    needed: Sequence[tuple[str, str]],
+    optional: tuple[str, str] | None,
+    *,
+    written: Sequence[str],
+) -> list[str]:
+    """What is wrong with a table whose columns (by name) are ``found``; ``written``: the
+    columns an insert of this backend fills (the others need a default)."""
+    expected = [*needed, *([optional] if optional and optional[0] in found else [])]
+    problems = [
+        f"{name} is missing" if name not in found else f"{name} is {found[name]['type']}"
+        for name, kind in expected
+        if name not in found or found[name]["type"] != kind
+    ]
+    problems.extend(
+        f"{name} is NOT NULL without a default, and this backend never writes it"
+        for name, row in found.items()
+        if name not in written and row["required"]
+    )
+    return problems
+
+
+_KV_FIX = (
+    "This backend needs (key text PRIMARY KEY, value jsonb NOT NULL, updated_at timestamptz "
+    "NOT NULL DEFAULT now(), revision bigint NOT NULL DEFAULT 0)"
+)
+_JOURNAL_FIX = (
+    "The journal needs (key text, revision bigint, written_at timestamptz NOT NULL DEFAULT "
+    "now(), entry jsonb NOT NULL, PRIMARY KEY (key, revision))"
+)
+
+
+def _check(
+    settings: PostgresSettings, table: str, found: dict[str, Any], problems: list[str], fix: str
+) -> None:
+    """Raise :class:`StorageConfigError` naming ``table``'s columns, problems and the fix."""
+    if not problems:
+        return
+    quoted = ".".join(f'"{part}"' for part in table.split("."))
+    kind = "a scratchpad journal" if table == settings.journal_table else "a scratchpad table"
+    shown = ", ".join(f"{name} {row['type']}" for name, row in found.items()) or "none"
+    raise StorageConfigError(
+        f"the table {table!r} at {settings.display!r} exists but is not {kind}: "
+        f"its columns are ({shown}), and {'; '.join(problems)}. {fix}. Choose another "
+        "table with ?table=name in the URL (or the table= option), or, if its rows are "
+        f"not needed, DROP TABLE {quoted} so that it is created again with these columns"
+    )

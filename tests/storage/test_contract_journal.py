@@ -1,0 +1,236 @@
+"""The backend contract of revisions and the journal: ``commit``, ``get_revision``,
+``journal``, and the revision every write advances.
+
+Part of the contract suite (see ``test_contract.py``): run once per backend and wrapper,
+and every backend must pass it unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from noetic_scratchpad.storage import StorageBackend
+from noetic_scratchpad.storage.base import Commit, Revision
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres", "faulty-sqlite"])
+def backend_kind(request: pytest.FixtureRequest) -> str:
+    """The shared backends, plus a wrapper: it must keep the contract as they do."""
+    kind: str = request.param
+    return kind
+
+
+def step(entry: Any = None, *, value: Any = None) -> Any:
+    """A commit function: the value ``{"n": revision + 1}`` (or ``value``) and ``entry``,
+    ``{"made": revision + 1}`` when not given."""
+
+    def fn(current: Revision) -> Commit:
+        made = current.revision + 1
+        return Commit(
+            {"n": made} if value is None else value, {"made": made} if entry is None else entry
+        )
+
+    return fn
+
+
+async def revisions(storage: StorageBackend, key: str, limit: int = 100) -> list[int]:
+    return [row.revision for row in await storage.journal(key, limit=limit)]
+
+
+async def test_commit_on_a_missing_key_starts_at_revision_1(storage: StorageBackend) -> None:
+    """``fn`` sees ``Revision(None, 0)``; the value is stored as revision 1, which commit
+    returns, get_revision reads, and the journal holds with its entry and time."""
+    seen: list[Revision] = []
+
+    def fn(current: Revision) -> Commit:
+        seen.append(current)
+        return Commit({"goal": "g"}, {"wrote": ["goal"]})
+
+    before = time.time()
+    assert await storage.commit("k", fn, keep=10) == Revision({"goal": "g"}, 1)
+    after = time.time()
+    assert seen == [Revision(None, 0)]
+    assert await storage.get_revision("k") == Revision({"goal": "g"}, 1)
+    assert await storage.get("k") == {"goal": "g"}
+    (row,) = await storage.journal("k", limit=10)
+    assert (row.revision, row.entry) == (1, {"wrote": ["goal"]})
+    assert before - 1 <= row.written_at <= after + 1
+
+
+async def test_get_revision_of_a_missing_key_is_none(storage: StorageBackend) -> None:
+    assert await storage.get_revision("never/written") is None
+    assert await storage.journal("never/written", limit=10) == []
+
+
+async def test_every_write_advances_the_revision(storage: StorageBackend) -> None:
+    """set, update and commit each advance the key's revision by one; commit's fn sees the
+    value and revision the writes before it made; describe reports the revision."""
+    await storage.set("k", {"a": 1})
+    assert await storage.get_revision("k") == Revision({"a": 1}, 1)
+    await storage.update("k", lambda current: {**current, "b": 2})
+    assert await storage.get_revision("k") == Revision({"a": 1, "b": 2}, 2)
+    seen: list[Revision] = []
+
+    def fn(current: Revision) -> Commit:
+        seen.append(current)
+        return Commit({**current.value, "c": 3}, {"added": "c"})
+
+    assert await storage.commit("k", fn, keep=5) == Revision({"a": 1, "b": 2, "c": 3}, 3)
+    assert seen == [Revision({"a": 1, "b": 2}, 2)]
+    await storage.set("k", "replaced")
+    assert await storage.get_revision("k") == Revision("replaced", 4)
+    await storage.set("other", 1)
+    infos = {info.key: info.revision for info in await storage.describe()}
+    assert infos == {"k": 4, "other": 1}
+    # Writes that are not journaled leave the journal as it was.
+    assert [(row.revision, row.entry) for row in await storage.journal("k", limit=5)] == [
+        (3, {"added": "c"})
+    ]
+
+
+async def test_the_journal_is_newest_first_and_trimmed_to_keep(storage: StorageBackend) -> None:
+    """With keep=3, ten commits leave the three newest rows; limit cuts the read; a larger
+    keep later keeps more from then on (what was trimmed stays trimmed), a smaller one
+    trims at once."""
+    for _ in range(10):
+        await storage.commit("k", step(), keep=3)
+    rows = await storage.journal("k", limit=100)
+    assert [(row.revision, row.entry) for row in rows] == [
+        (10, {"made": 10}),
+        (9, {"made": 9}),
+        (8, {"made": 8}),
+    ]
+    assert rows[0].written_at >= rows[1].written_at >= rows[2].written_at
+    assert await revisions(storage, "k", limit=2) == [10, 9]
+    assert await storage.journal("k", limit=0) == []
+    await storage.commit("k", step(), keep=5)
+    await storage.commit("k", step(), keep=5)
+    assert await revisions(storage, "k") == [12, 11, 10, 9, 8]
+    await storage.commit("k", step(), keep=2)
+    assert await revisions(storage, "k") == [13, 12]
+    assert await storage.get_revision("k") == Revision({"n": 13}, 13)
+
+
+async def test_keep_0_or_no_entry_journals_nothing(storage: StorageBackend) -> None:
+    """A commit with keep=0, or whose entry is None, still writes the value and advances
+    the revision, and adds no journal row (nor trims the rows there)."""
+    await storage.commit("k", step(), keep=0)
+    assert await storage.get_revision("k") == Revision({"n": 1}, 1)
+    assert await storage.journal("k", limit=10) == []
+    await storage.commit("k", step(), keep=2)
+    await storage.commit("k", lambda current: Commit({"n": 3}), keep=2)
+    await storage.commit("k", step(), keep=0)
+    assert await storage.get_revision("k") == Revision({"n": 4}, 4)
+    assert await revisions(storage, "k") == [2]
+
+
+async def test_delete_removes_the_key_its_revision_and_its_journal(
+    storage: StorageBackend,
+) -> None:
+    """After delete, the key reads as missing with no journal; a later commit starts again
+    at revision 1 with a journal of its own; other keys keep theirs."""
+    for _ in range(3):
+        await storage.commit("k", step(), keep=10)
+    await storage.commit("other", step(), keep=10)
+    await storage.delete("k")
+    assert await storage.get_revision("k") is None
+    assert await storage.journal("k", limit=10) == []
+    assert [info.key for info in await storage.describe()] == ["other"]
+    assert await storage.commit("k", step({"again": True}), keep=10) == Revision({"n": 1}, 1)
+    assert [(row.revision, row.entry) for row in await storage.journal("k", limit=10)] == [
+        (1, {"again": True})
+    ]
+    assert await revisions(storage, "other") == [1]
+
+
+async def test_a_commit_whose_fn_raises_writes_nothing(storage: StorageBackend) -> None:
+    """The exception propagates; neither the value, the revision nor the journal of an
+    existing key changes, and a missing key stays missing."""
+
+    class Boom(Exception):
+        pass
+
+    def fail(current: Revision) -> Commit:
+        raise Boom("no")
+
+    await storage.commit("k", step(), keep=5)
+    with pytest.raises(Boom):
+        await storage.commit("k", fail, keep=5)
+    with pytest.raises(Boom):
+        await storage.commit("fresh", fail, keep=5)
+    assert await storage.get_revision("k") == Revision({"n": 1}, 1)
+    assert await revisions(storage, "k") == [1]
+    assert await storage.get_revision("fresh") is None
+    assert await storage.journal("fresh", limit=5) == []
+    assert await storage.list() == ["k"]
+    assert await storage.commit("k", step(), keep=5) == Revision({"n": 2}, 2)
+
+
+@pytest.mark.parametrize("part", ["value", "entry"])
+async def test_a_commit_of_what_json_cannot_hold_writes_nothing(
+    storage: StorageBackend, part: str
+) -> None:
+    """A value or entry JSON cannot hold is a ValueError, and nothing is written: not the
+    value, not the revision, not a journal row."""
+    await storage.commit("k", step(), keep=5)
+    bad = {"bad": {1, 2}}
+    fn = step(value=bad) if part == "value" else step(entry=bad)
+    with pytest.raises(ValueError, match="JSON"):
+        await storage.commit("k", fn, keep=5)
+    assert await storage.get_revision("k") == Revision({"n": 1}, 1)
+    assert await revisions(storage, "k") == [1]
+
+
+async def test_journal_entries_round_trip_and_are_copies(storage: StorageBackend) -> None:
+    """An entry reads back equal, whatever JSON it holds, and changing the entry after the
+    commit, or a row read back, changes nothing stored."""
+    entry: dict[str, Any] = {
+        "update": {"big": 2**70, "text": "ünï — 日本 — 🚀", "list": [1, None, 2.5]},
+        "prior": {"missing": ["x"]},
+    }
+    await storage.commit("k", step(entry), keep=5)
+    entry["update"]["text"] = "changed"
+    (row,) = await storage.journal("k", limit=5)
+    assert row.entry == {
+        "update": {"big": 2**70, "text": "ünï — 日本 — 🚀", "list": [1, None, 2.5]},
+        "prior": {"missing": ["x"]},
+    }
+    row.entry["prior"]["missing"].append("y")
+    (again,) = await storage.journal("k", limit=5)
+    assert again.entry["prior"] == {"missing": ["x"]}
+
+
+async def test_concurrent_commits_of_one_key_get_consecutive_revisions(
+    storage: StorageBackend,
+) -> None:
+    """50 concurrent commits of one key, every fifth failing: the 40 that land get the
+    revisions 1..40, each once, and the journal row of each revision is the entry of the
+    commit that got it; the failures use up no revision."""
+
+    def writer(n: int) -> Any:
+        def fn(current: Revision) -> Commit:
+            if n % 5 == 4:
+                raise KeyError(f"refused {n}")
+            return Commit({"last": n, "count": (current.value or {}).get("count", 0) + 1}, n)
+
+        return fn
+
+    outcomes = await asyncio.gather(
+        *(storage.commit("k", writer(n), keep=100) for n in range(50)), return_exceptions=True
+    )
+    landed = {n: outcome for n, outcome in enumerate(outcomes) if n % 5 != 4}
+    assert all(isinstance(outcomes[n], KeyError) for n in range(4, 50, 5))
+    assert sorted(result.revision for result in landed.values()) == list(range(1, 41))
+    journal = {row.revision: row.entry for row in await storage.journal("k", limit=100)}
+    assert journal == {result.revision: n for n, result in landed.items()}
+    stored = await storage.get_revision("k")
+    assert stored is not None
+    assert stored.revision == 40
+    assert stored.value["count"] == 40
+    assert stored.value["last"] == journal[40]

@@ -1,0 +1,297 @@
+"""What only the SQLite backend does for revisions and the journal: the upgrade of a 0.1
+file, the journal table, batches that mix writes of one key, per-key isolation of journal
+rows, rows another program wrote, and durability across reopen."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from noetic_scratchpad import StorageError
+from noetic_scratchpad.storage.base import Commit, Revision
+from noetic_scratchpad.storage.sqlite import SqliteStorage
+from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
+
+pytestmark = pytest.mark.asyncio
+
+LEGACY = Path(__file__).parents[1] / "data" / "legacy-0.1.0.db"
+
+
+def url_of(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def journaled(entry: Any, value: Any = None) -> Any:
+    """A commit function storing ``value`` (default: the entry) and journaling ``entry``."""
+    return lambda current: Commit(entry if value is None else value, entry)
+
+
+def raw(path: Path, sql: str, *args: Any) -> list[Any]:
+    """Run ``sql`` on a connection of another program and commit."""
+    with sqlite3.connect(path) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+class BatchSpy:
+    """Records the size of each transaction the writer runs."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sizes: list[int] = []
+        original = SqliteWriter.transaction
+
+        def spy(writer: SqliteWriter, jobs: Sequence[Any]) -> list[Any]:
+            self.sizes.append(len(jobs))
+            return original(writer, jobs)
+
+        monkeypatch.setattr(SqliteWriter, "transaction", spy)
+
+
+async def test_a_file_of_version_0_1_is_upgraded_at_open(tmp_path: Path) -> None:
+    """The 0.1 file opens: its rows read as before, at revision 1, the table gains its
+    revision column (default 0) and the journal table exists; commits then journal."""
+    path = tmp_path / "legacy.db"
+    shutil.copy(LEGACY, path)
+    key = "layers/scratchpad/t1/state"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        assert await storage.get(key) == {"goal": "thread t1"}
+        assert await storage.get_revision(key) == Revision({"goal": "thread t1"}, 1)
+        assert {info.revision for info in await storage.describe()} == {1}
+        result = await storage.commit(key, lambda c: Commit({"goal": "new"}, {"was": 1}), keep=3)
+        assert result == Revision({"goal": "new"}, 2)
+        assert [row.entry for row in await storage.journal(key, limit=3)] == [{"was": 1}]
+    info = raw(path, "PRAGMA table_info(scratchpad_kv)")
+    columns = {row[1]: (row[2], row[3], row[4]) for row in info}
+    assert columns["revision"] == ("INTEGER", 1, "0")
+    journal = raw(path, "PRAGMA table_info(scratchpad_kv_journal)")
+    assert [(row[1], row[5]) for row in journal] == [
+        ("key", 1),
+        ("revision", 2),
+        ("written_at", 0),
+        ("entry", 0),
+    ]
+    # Opening again finds everything in place and changes nothing.
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        assert await storage.get_revision(key) == Revision({"goal": "new"}, 2)
+
+
+async def test_open_of_an_upgraded_file_takes_no_write_lock(tmp_path: Path) -> None:
+    """Once the tables are in place, opening writes nothing: it succeeds while another
+    connection holds the write lock."""
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)):
+        pass
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        opened = await SqliteStorage.open(url_of(path) + "?busy_timeout=50&busy_retries=0")
+        await opened.aclose()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+async def test_a_journal_table_of_another_shape_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    raw(path, "CREATE TABLE scratchpad_kv_journal (id INTEGER PRIMARY KEY, note TEXT)")
+    with pytest.raises(Exception, match="is not a scratchpad journal") as caught:
+        await SqliteStorage.open(url_of(path))
+    assert "id, note" in str(caught.value)
+
+
+async def test_journal_rows_survive_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        for n in range(5):
+            await storage.commit("k", journaled({"n": n}), keep=3)
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        assert await storage.get_revision("k") == Revision({"n": 4}, 5)
+        rows = await storage.journal("k", limit=10)
+        assert [(row.revision, row.entry) for row in rows] == [
+            (5, {"n": 4}),
+            (4, {"n": 3}),
+            (3, {"n": 2}),
+        ]
+        assert await storage.commit("k", journaled({"n": 5}), keep=3) == Revision({"n": 5}, 6)
+
+
+async def test_writes_of_one_key_mixed_in_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """set, commit, update, delete and commit of one key in one transaction apply in
+    order: each commit sees the revision the writes before it made, the delete drops the
+    journal rows made before it, and the stored row and journal are the last ones."""
+    spy = BatchSpy(monkeypatch)
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.commit("k", journaled("first"), keep=10)
+        spy.sizes.clear()
+        outcomes = await asyncio.gather(
+            storage.set("k", "set"),
+            storage.commit("k", lambda c: Commit([c.value, c.revision], "after set"), keep=10),
+            storage.update("k", lambda current: [*current, "updated"]),
+            storage.commit("k", lambda c: Commit(c.value, c.revision), keep=10),
+            storage.delete("k"),
+            storage.commit("k", lambda c: Commit([c.value, c.revision], "reborn"), keep=10),
+            storage.set("k", "last"),
+        )
+        assert spy.sizes == [7]
+        assert outcomes == [
+            None,
+            Revision(["set", 2], 3),
+            ["set", 2, "updated"],
+            Revision(["set", 2, "updated"], 5),
+            None,
+            Revision([None, 0], 1),
+            None,
+        ]
+        assert await storage.get_revision("k") == Revision("last", 2)
+        assert [(r.revision, r.entry) for r in await storage.journal("k", limit=10)] == [
+            (1, "reborn")
+        ]
+
+
+async def test_a_set_on_a_row_the_writer_never_read_counts_from_its_revision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sets of a row another connection wrote, then a commit in the same transaction: the
+    revisions continue from the stored one, not from 0."""
+    spy = BatchSpy(monkeypatch)
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        raw(
+            path,
+            "INSERT INTO scratchpad_kv (key, value, updated_at, revision) VALUES ('k', '1', 0, 7)",
+        )
+        outcomes = await asyncio.gather(
+            storage.set("k", 2),
+            storage.set("k", 3),
+            storage.commit("k", lambda c: Commit(c.value * 10, c.revision), keep=5),
+            storage.set("j", 1),
+            storage.set("j", 2),
+        )
+        assert spy.sizes == [5]
+        assert outcomes[2] == Revision(30, 10)
+        assert await storage.get_revision("k") == Revision(30, 10)
+        assert [row.entry for row in await storage.journal("k", limit=5)] == [9]
+        assert await storage.get_revision("j") == Revision(2, 2)
+        # Sets alone on a row of another connection advance its stored revision.
+        raw(path, "UPDATE scratchpad_kv SET revision = 40 WHERE key = 'j'")
+        await storage.set("j", 3)
+        assert await storage.get_revision("j") == Revision(3, 41)
+
+
+async def test_a_commit_sees_the_revision_another_connection_wrote(tmp_path: Path) -> None:
+    """The writer's cache of rows it committed is dropped when another connection writes:
+    the next commit builds on the other connection's value and revision."""
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.commit("k", journaled({"by": "us"}), keep=5)
+        raw(path, 'UPDATE scratchpad_kv SET value = \'{"by":"them"}\', revision = 9')
+        seen: list[Revision] = []
+
+        def fn(current: Revision) -> Commit:
+            seen.append(current)
+            return Commit({"by": "us again"}, "e")
+
+        assert await storage.commit("k", fn, keep=5) == Revision({"by": "us again"}, 10)
+        assert seen == [Revision({"by": "them"}, 9)]
+
+
+async def test_a_refused_journal_row_fails_only_the_writes_of_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When SQLite refuses a journal row (here a trigger) the writes of that key fail with
+    StorageError and nothing of that key changes, its state included; the other keys of
+    the same transaction commit with their journal rows."""
+    path = tmp_path / "db.sqlite"
+    spy = BatchSpy(monkeypatch)
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.commit("a", journaled("a1"), keep=5)
+        await storage.commit("poison", journaled("p1"), keep=5)
+        raw(
+            path,
+            "CREATE TRIGGER poison BEFORE INSERT ON scratchpad_kv_journal "
+            "WHEN NEW.key = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned journal'); END",
+        )
+        spy.sizes.clear()
+        outcomes = await asyncio.gather(
+            storage.commit("a", journaled("a2"), keep=5),
+            storage.commit("poison", journaled("p2"), keep=5),
+            storage.update("poison", lambda current: "plain"),
+            storage.commit("b", journaled("b1"), keep=5),
+            return_exceptions=True,
+        )
+        assert spy.sizes == [4]
+        assert outcomes[0] == Revision("a2", 2)
+        assert outcomes[3] == Revision("b1", 1)
+        for error in outcomes[1:3]:
+            assert isinstance(error, StorageError)
+            assert "poisoned journal" in str(error)
+        assert await storage.get_revision("poison") == Revision("p1", 1)
+        assert [row.entry for row in await storage.journal("poison", limit=5)] == ["p1"]
+        assert [row.entry for row in await storage.journal("a", limit=5)] == ["a2", "a1"]
+        assert [row.entry for row in await storage.journal("b", limit=5)] == ["b1"]
+        # Plain updates of that key write no journal row: they go through.
+        assert await storage.update("poison", lambda current: "plain") == "plain"
+        assert await storage.get_revision("poison") == Revision("plain", 2)
+
+
+async def test_an_unreadable_journal_row_is_skipped_and_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A journal row that is not JSON text (written by another program) is left out of the
+    read with a warning naming the key and revision; the other rows and the state read."""
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        for n in range(3):
+            await storage.commit("k", journaled(n), keep=5)
+        raw(path, "UPDATE scratchpad_kv_journal SET entry = CAST(X'FF' AS TEXT) WHERE revision = 2")
+        with caplog.at_level(logging.WARNING, logger="noetic_scratchpad.storage.sqlite"):
+            rows = await storage.journal("k", limit=5)
+        assert [(row.revision, row.entry) for row in rows] == [(3, 2), (1, 0)]
+        (record,) = caplog.records
+        assert "'k'" in record.getMessage()
+        assert "revision 2" in record.getMessage()
+        assert await storage.get_revision("k") == Revision(2, 3)
+        assert await storage.commit("k", journaled(3), keep=5) == Revision(3, 4)
+
+
+async def test_journal_rows_left_by_a_writer_without_journal_are_dropped(
+    tmp_path: Path,
+) -> None:
+    """Rows of a key that a 0.1 writer deleted (leaving its journal) never show as the
+    history of a new key of that name, and never block its writes."""
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        for n in range(3):
+            await storage.commit("k", journaled(n), keep=5)
+        raw(path, "DELETE FROM scratchpad_kv WHERE key = 'k'")  # the journal stays
+        assert await storage.commit("k", journaled("new"), keep=5) == Revision("new", 1)
+        assert [(r.revision, r.entry) for r in await storage.journal("k", limit=5)] == [(1, "new")]
+        raw(path, "DELETE FROM scratchpad_kv WHERE key = 'k'")
+        await storage.set("k", "set")  # a set makes revision 1; the next commit is 2
+        assert await storage.commit("k", journaled("two"), keep=5) == Revision("two", 2)
+        assert (await storage.journal("k", limit=5))[0].entry == "two"
+
+
+async def test_the_journal_stays_bounded(tmp_path: Path) -> None:
+    """2,000 commits with keep=50 leave 50 journal rows, and the file stops growing once
+    the journal is full (SQLite reuses the freed pages)."""
+    path = tmp_path / "db.sqlite"
+    entry = {"update": {"text": "x" * 300}}
+    sizes = []
+    for _ in range(2):
+        # Closing checkpoints the WAL into the file, whose size is then all there is.
+        async with await SqliteStorage.open(url_of(path)) as storage:
+            for n in range(1000):
+                await storage.commit("k", journaled(entry, {"n": n}), keep=50)
+        sizes.append(path.stat().st_size)
+    assert raw(path, "SELECT count(*), min(revision) FROM scratchpad_kv_journal") == [(50, 1951)]
+    assert sizes[1] <= sizes[0] + 4096
