@@ -10,6 +10,7 @@ from .. import __version__
 from .common import DEFAULT_STORAGE, PROG
 from .demo import cmd_demo
 from .history import cmd_history, cmd_revert
+from .mcp import add_mcp
 from .migrate import cmd_migrate
 from .scopes import cmd_list, cmd_reset, cmd_show
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     storage, layer = shared_options()
     add_demo(commands.add_parser, storage)
+    add_mcp(commands.add_parser, storage)
     for add_command in (add_show, add_list, add_history, add_revert, add_reset, add_migrate):
         add_command(commands.add_parser, [storage, layer])
     return parser

@@ -1,0 +1,162 @@
+"""``mcp``: serve the scratchpad to an MCP client (a desktop assistant, an IDE agent) on stdio.
+
+Stdout carries the protocol and nothing else: logs go to stderr, and so does anything the
+``--schema`` module prints while it is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from ..errors import ScratchpadConfigError
+from ..keys import check_scope_id
+from ..layer import scratchpad
+from .common import DEFAULT_STORAGE, PROG, CliError, storage_url
+
+__all__ = ("SchemaImportError", "add_mcp", "cmd_mcp", "load_schema")
+
+logger = logging.getLogger("noetic_scratchpad.cli.mcp")
+USAGE_ERROR = 2
+
+
+class SchemaImportError(Exception):
+    """``--schema`` names nothing importable; a usage error (exit code 2)."""
+
+
+def add_mcp(
+    add_parser: Callable[..., argparse.ArgumentParser], storage: argparse.ArgumentParser
+) -> None:
+    """Register the ``mcp`` command; ``storage`` is the parser holding ``--storage``."""
+    mcp = add_parser(
+        "mcp",
+        parents=[storage],
+        help="serve the scratchpad to an MCP client over stdio",
+        description="Serve the tools scratchpad_read and scratchpad_update, and each "
+        "scratchpad as the resource scratchpad://thread/{thread}, to an MCP client on "
+        "stdin/stdout. Runs until the client closes stdin.",
+        epilog=f"Storage: --storage URL, else $NOETIC_SCRATCHPAD_STORAGE, else "
+        f"{DEFAULT_STORAGE} (relative to the directory the client starts the server in: "
+        "give an absolute path).",
+    )
+    mcp.add_argument(
+        "--schema",
+        metavar="MODULE:MODEL",
+        help="a pydantic model every state must fit, e.g. myapp.notes:TaskNotes "
+        "(imported from the current directory or the installed packages)",
+    )
+    mcp.add_argument(
+        "--scope",
+        choices=("thread", "resource"),
+        default="thread",
+        help="one scratchpad per thread (default), or per resource such as a user: the "
+        "tools then take `resource` instead of `thread`",
+    )
+    mcp.add_argument("--thread", metavar="ID", help="the thread a call names none of (default)")
+    mcp.add_argument(
+        "--resource", metavar="ID", help="with --scope resource: the resource a call names none of"
+    )
+    mcp.set_defaults(handler=cmd_mcp)
+
+
+async def cmd_mcp(args: argparse.Namespace) -> int:
+    own, other = ("resource", "thread") if args.scope == "resource" else ("thread", "resource")
+    if getattr(args, other) is not None:
+        return usage_error(f"--{other} does not apply to --scope {args.scope}; use --{own}")
+    default_id = "default" if getattr(args, own) is None else getattr(args, own)
+    try:
+        check_scope_id(default_id, own)
+    except ValueError as exc:
+        return usage_error(f"--{own}: {exc}")
+    try:
+        schema = load_schema(args.schema) if args.schema else None
+        layer = scratchpad(scope=args.scope, schema=schema)
+    except (SchemaImportError, ScratchpadConfigError) as exc:
+        return usage_error(f"--schema {args.schema}: {exc}")
+    try:  # after the checks: the SDK takes a while to import
+        from ..integrations.mcp import serve_stdio
+    except ImportError as exc:
+        raise CliError(str(exc)) from None
+    url = storage_url(args)
+    logger.info("mcp server on %s, %s scope", url, args.scope)
+    await until_terminated(lambda: serve_stdio(url, layer=layer, default_id=default_id))
+    return 0
+
+
+def usage_error(message: str) -> int:
+    print(f"{PROG} mcp: error: {message}", file=sys.stderr)
+    return USAGE_ERROR
+
+
+def load_schema(spec: str) -> Any:
+    """Import ``module:Model`` (``Model`` may be dotted); ``SchemaImportError`` saying why not.
+
+    The current directory is searched first, as when running ``python -m``. Whatever the
+    module prints goes to stderr: stdout belongs to the protocol.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise SchemaImportError("give the model as module:Model, e.g. myapp.notes:TaskNotes")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SchemaImportError(
+            f"cannot import {module_name!r} ({exc}); run the server from the directory that "
+            "holds it, or install it in this environment"
+        ) from None
+    except Exception as exc:  # the user's module failed while it ran
+        raise SchemaImportError(
+            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from None
+    found: Any = module
+    for part in attribute.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise SchemaImportError(f"module {module_name!r} has no {attribute!r}") from None
+    return found
+
+
+async def until_terminated(serve: Callable[[], Awaitable[None]]) -> None:
+    """Run ``serve`` until it returns or SIGTERM arrives (an MCP client's second way to
+    stop a server), so its cleanup (closing storage) runs either way."""
+    try:
+        await _serve_in_group(serve)
+    except BaseExceptionGroup as errors:
+        raise sole(errors) from None
+
+
+async def _serve_in_group(serve: Callable[[], Awaitable[None]]) -> None:
+    async with anyio.create_task_group() as group:
+        if sys.platform != "win32":  # no signal receiver there; the client closes stdin
+
+            async def on_sigterm() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        logger.info("SIGTERM: stopping the mcp server")
+                        group.cancel_scope.cancel()
+
+            group.start_soon(on_sigterm)
+        await serve()
+        group.cancel_scope.cancel()
+
+
+def sole(errors: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one failure inside nested task-group wrappers, so the command reports it as one
+    line; the group itself when several tasks failed."""
+    found: BaseException = errors
+    while isinstance(found, BaseExceptionGroup) and len(found.exceptions) == 1:
+        found = found.exceptions[0]
+    return found

@@ -1,0 +1,31 @@
+"""The scratchpad as an MCP server, on the official ``mcp`` SDK (the ``[mcp]`` extra).
+
+Two tools, ``scratchpad_read`` and ``scratchpad_update`` (each with an optional ``thread``,
+or ``resource`` for a resource-scoped layer), and the state as a resource,
+``scratchpad://thread/{thread}``::
+
+    server = create_server(scratchpad(schema=TaskNotes), storage)  # an mcp.server.Server
+    await serve_stdio("sqlite:///scratchpad.db", layer=scratchpad(schema=TaskNotes))
+
+The command ``noetic-scratchpad mcp --storage URL`` runs ``serve_stdio``. Every update is
+a read-modify-write of the latest stored state (``ScratchpadHandle.call``), so clients of
+one server, or servers sharing one SQLite file, never lose each other's writes.
+
+Modules: ``server`` (the tools, the resources, the low-level server) and ``stdio``.
+"""
+
+from __future__ import annotations
+
+try:
+    from .server import READ_TOOL, UPDATE_TOOL, ScratchpadMCP, create_server
+    from .stdio import serve_stdio
+except ImportError as exc:
+    if not (exc.name or "").startswith("mcp"):
+        raise  # not the missing extra: a real error
+    raise ImportError(
+        "noetic_scratchpad.integrations.mcp needs the MCP SDK: "
+        'pip install "noetic-scratchpad[mcp]"',
+        name=exc.name,
+    ) from exc
+
+__all__ = ("READ_TOOL", "UPDATE_TOOL", "ScratchpadMCP", "create_server", "serve_stdio")

@@ -1,0 +1,297 @@
+"""``ScratchpadMCP``: the scratchpad's MCP tools and resources, and the low-level
+``mcp.server.Server`` that answers with them."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote, unquote
+
+from mcp import types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from ... import __version__
+from ..._json import json_kind
+from ...errors import ScratchpadUpdateError, StorageError
+from ...events import EventBus
+from ...keys import check_scope_id
+from ...layer import LayerFunction, ScratchpadHandle, ScratchpadLayer, scratchpad
+from ...storage import StorageBackend
+
+__all__ = ("READ_TOOL", "UPDATE_TOOL", "ScratchpadMCP", "ToolArgumentError", "create_server")
+
+READ_TOOL = "scratchpad_read"
+UPDATE_TOOL = "scratchpad_update"
+SERVER_NAME = "noetic-scratchpad"
+INSTRUCTIONS = (
+    f"A scratchpad: your working notes for the task, kept between conversations. Call "
+    f"{READ_TOOL} when you start or resume a task, and {UPDATE_TOOL} whenever the goal, the "
+    "steps done or the blockers change, passing only the fields that change."
+)
+logger = logging.getLogger("noetic_scratchpad.integrations.mcp")
+
+
+class ToolArgumentError(ValueError):
+    """A tool call's arguments are wrong; the message tells the model what to send."""
+
+
+class ScratchpadMCP:
+    """The scratchpad's MCP tools and resources over one storage backend.
+
+    Each call opens a handle on its scope (one read), so nothing is cached between calls
+    and memory does not grow with the number of threads. ``default_id``: the thread (or,
+    for a resource-scoped layer, the resource) a call without one uses. ``events``: the
+    bus every handle reports on (default, one of the server's own, at ``.events``).
+    """
+
+    def __init__(
+        self,
+        layer: ScratchpadLayer,
+        storage: StorageBackend,
+        *,
+        default_id: str = "default",
+        events: EventBus | None = None,
+    ) -> None:
+        self.layer = layer
+        self.storage = storage
+        self.kind = layer.scope
+        self.default_id = check_scope_id(default_id, self.kind)
+        self.events = events or EventBus()
+        update = layer.provides["update"]
+        if not isinstance(update, LayerFunction):
+            raise TypeError(f"{layer!r} provides no update function; pass a scratchpad layer")
+        self._update_fn = update
+
+    # -- tools ---------------------------------------------------------------------------
+
+    def tools(self) -> list[types.Tool]:
+        """The tools as the client lists them; no update tool for a read-only layer."""
+        kind = self.kind
+        scope_param = {
+            "type": "string",
+            "description": f"Which {kind}'s scratchpad (default: {self.default_id!r}).",
+        }
+        read = types.Tool(
+            name=READ_TOOL,
+            description="Read your scratchpad: your notes for this task, as last saved.",
+            input_schema={
+                "type": "object",
+                "properties": {kind: scope_param},
+                "additionalProperties": False,
+            },
+            annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        )
+        if not self._update_fn.exposed:
+            return [read]
+        fields = dict(self._update_fn.parameters)
+        # JSON-schema refs are resolved from the root: the fields' definitions go there.
+        defs: dict[str, Any] = {k: fields.pop(k) for k in ("$defs", "definitions") if k in fields}
+        update = types.Tool(
+            name=UPDATE_TOOL,
+            description=f"{self._update_fn.description} Put the fields to change under `update`.",
+            input_schema={
+                "type": "object",
+                "properties": {"update": fields, kind: scope_param},
+                "required": ["update"],
+                "additionalProperties": False,
+                **defs,
+            },
+            annotations=types.ToolAnnotations(
+                read_only_hint=False, idempotent_hint=True, open_world_hint=False
+            ),
+        )
+        return [read, update]
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None
+    ) -> types.CallToolResult:
+        """Run one tool call. What the model can fix comes back as a tool error (``isError``)
+        whose text says what to change, never as a protocol error."""
+        args = dict(arguments or {})
+        try:
+            if name == READ_TOOL:
+                text = await self.read_text(self._scope_id(args, READ_TOOL))
+            elif name == UPDATE_TOOL and self._update_fn.exposed:
+                text = await self._update(args)
+            else:
+                names = ", ".join(tool.name for tool in self.tools())
+                raise ToolArgumentError(f"There is no tool {name!r} here; the tools are {names}.")
+        except (ToolArgumentError, ScratchpadUpdateError) as exc:
+            logger.debug("%s refused: %s", name, exc)
+            return tool_result(str(exc), error=True)
+        except StorageError as exc:
+            logger.warning("%s failed on storage: %s", name, exc)
+            return tool_result(
+                f"The scratchpad's storage failed: {exc}. Try the call again in a moment.",
+                error=True,
+            )
+        return tool_result(text)
+
+    async def read_text(self, scope_id: str) -> str:
+        """``scratchpad_read``'s output: the ``<scratchpad>`` block the layer would show."""
+        block = (await self.open(scope_id)).block()
+        return block or (
+            f"The scratchpad of {self.kind} {scope_id!r} is empty. "
+            f"Call {UPDATE_TOOL} to write your notes."
+        )
+
+    async def _update(self, args: dict[str, Any]) -> str:
+        scope_id = self._scope_id(args, UPDATE_TOOL)
+        example = '{"update": {"currentGoal": "..."}}'
+        if "update" not in args:
+            stray = f" You sent {', '.join(map(repr, args))} at the top level." if args else ""
+            raise ToolArgumentError(
+                f"{UPDATE_TOOL} needs `update`, the object of fields to change, for example "
+                f"{example}.{stray} Call {UPDATE_TOOL} again with the fields under `update`."
+            )
+        update = args.pop("update")
+        if args:
+            raise ToolArgumentError(
+                f"{UPDATE_TOOL} takes only `update` and `{self.kind}`, not "
+                f"{', '.join(map(repr, args))}. Call {UPDATE_TOOL} again with every field to "
+                f"change under `update`, for example {example}."
+            )
+        if not isinstance(update, Mapping | str):  # a string is the object as JSON text
+            raise ToolArgumentError(
+                f"`update` must be an object of the fields to change, not a JSON "
+                f"{json_kind(update)}. Call {UPDATE_TOOL} again, for example {example}."
+            )
+        # A fresh read-modify-write of the stored state, serialized by the backend.
+        return await (await self.open(scope_id)).call("update", update)
+
+    def _scope_id(self, args: dict[str, Any], tool: str) -> str:
+        """Pop the thread (or resource) argument; the default when there is none."""
+        value = args.pop(self.kind, None)
+        if value is None:
+            return self.default_id
+        try:
+            return check_scope_id(value, self.kind)
+        except ValueError as exc:
+            raise ToolArgumentError(
+                f"`{self.kind}` is wrong: {exc}. Call {tool} again with a {self.kind} id, or "
+                f"without `{self.kind}` for {self.default_id!r}."
+            ) from None
+
+    async def open(self, scope_id: str) -> ScratchpadHandle:
+        """A handle on the scope ``scope_id``, its state freshly read."""
+        resource_id = scope_id if self.kind == "resource" else None
+        return await self.layer.open(
+            self.storage,
+            thread_id=scope_id,
+            resource_id=resource_id,
+            events=self.events,
+            tool_name=UPDATE_TOOL,
+        )
+
+    # -- resources -----------------------------------------------------------------------
+
+    def resource_uri(self, scope_id: str) -> str:
+        """``scratchpad://thread/{id}``, the id percent-encoded (``a/b`` is ``a%2Fb``)."""
+        return f"scratchpad://{self.kind}/{quote(scope_id, safe='')}"
+
+    def resources(self) -> list[types.Resource]:
+        return [
+            types.Resource(
+                name=f"scratchpad-{self.kind}-{self.default_id}",
+                title=f"Scratchpad of {self.kind} {self.default_id!r}",
+                uri=self.resource_uri(self.default_id),
+                description="The stored scratchpad state, as JSON.",
+                mime_type="application/json",
+            )
+        ]
+
+    def resource_templates(self) -> list[types.ResourceTemplate]:
+        return [
+            types.ResourceTemplate(
+                name=f"scratchpad-{self.kind}",
+                title=f"Scratchpad of a {self.kind}",
+                uri_template=f"scratchpad://{self.kind}/{{{self.kind}}}",
+                description=f"The stored scratchpad state of one {self.kind}, as JSON.",
+                mime_type="application/json",
+            )
+        ]
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """The state of the scope ``uri`` names, as JSON; a protocol error for another URI."""
+        prefix = f"scratchpad://{self.kind}/"
+        scope_id = unquote(uri[len(prefix) :]) if uri.startswith(prefix) else ""
+        try:
+            check_scope_id(scope_id, self.kind)
+        except ValueError:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"Resource not found: {uri}; this server's resources are {prefix}{{id}}",
+                {"uri": uri},
+            ) from None
+        try:
+            state = (await self.open(scope_id)).state
+        except StorageError as exc:
+            logger.warning("reading %s failed on storage: %s", uri, exc)
+            raise MCPError(types.INTERNAL_ERROR, f"Storage failed: {exc}", {"uri": uri}) from None
+        text = json.dumps(state, indent=2, ensure_ascii=False)
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=text)]
+        )
+
+    # -- the server ----------------------------------------------------------------------
+
+    def server(self, name: str = SERVER_NAME) -> Server[Any]:
+        """A low-level ``mcp.server.Server`` answering with this object's tools and resources
+        (the low-level one so the update tool's input schema is the layer's own)."""
+
+        async def list_tools(
+            ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListToolsResult:
+            return types.ListToolsResult(tools=self.tools())
+
+        async def call_tool(
+            ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+        ) -> types.CallToolResult:
+            return await self.call_tool(params.name, params.arguments)
+
+        async def list_resources(
+            ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListResourcesResult:
+            return types.ListResourcesResult(resources=self.resources())
+
+        async def list_templates(
+            ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListResourceTemplatesResult:
+            return types.ListResourceTemplatesResult(resource_templates=self.resource_templates())
+
+        async def read_resource(
+            ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+        ) -> types.ReadResourceResult:
+            return await self.read_resource(params.uri)
+
+        return Server(
+            name,
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_templates,
+            on_read_resource=read_resource,
+        )
+
+
+def tool_result(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
+
+
+def create_server(
+    layer: ScratchpadLayer | None,
+    storage: StorageBackend,
+    *,
+    default_id: str = "default",
+    events: EventBus | None = None,
+) -> Server[Any]:
+    """An MCP server for ``layer`` (default ``scratchpad()``) on ``storage``, which stays the
+    caller's to close. Run it with ``server.run(read, write, options)``, or test it with
+    ``mcp.Client(server)``."""
+    tools = ScratchpadMCP(layer or scratchpad(), storage, default_id=default_id, events=events)
+    return tools.server()

@@ -1,0 +1,262 @@
+"""What the capability and the toolset share: the scope of a run, the storage, and one
+run's handle (its block, its refresh, and the update tool's refusals as retry prompts)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NamedTuple, TypeAlias
+
+import anyio
+from pydantic_ai import ModelRetry, RunContext
+from pydantic_ai.messages import ModelResponse, ToolCallPart
+
+from ...adapters.names import PROVIDER_NAME
+from ...errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
+from ...events import EventBus
+from ...layer import ScratchpadHandle, ScratchpadLayer, scratchpad
+from ...storage import StorageBackend, open_storage
+
+try:  # ToolFailed: a failure the model reads without retrying (newer pydantic-ai only)
+    from pydantic_ai.exceptions import ToolFailed as _ToolFailed
+except ImportError:  # pragma: no cover - depends on the installed pydantic-ai
+    _ToolFailed = None  # type: ignore[assignment,misc]
+
+__all__ = ("DEFAULT_TOOL_NAME", "Notes", "RunNotes", "RunScope", "ScopeResolver", "scope_from_run")
+
+logger = logging.getLogger("noetic_scratchpad.integrations.pydantic_ai")
+
+#: The update tool's name as the model sees it: providers accept it as it is.
+DEFAULT_TOOL_NAME = "scratchpad_update"
+
+
+class RunScope(NamedTuple):
+    """Whose scratchpad a run reads and writes: a thread, and optionally a resource (a user)."""
+
+    thread_id: str
+    resource_id: str | None = None
+
+
+ScopeResult: TypeAlias = "str | tuple[str, str | None] | RunScope"
+ScopeResolver: TypeAlias = Callable[[RunContext[Any]], "ScopeResult | Awaitable[ScopeResult]"]
+"""``scope_from(ctx)``: a run's thread id, or ``(thread_id, resource_id)``; may be async."""
+
+
+def _dep(deps: Any, name: str) -> Any:
+    """``deps.<name>``, or ``deps[name]`` for a mapping; ``None`` when it has neither."""
+    if isinstance(deps, Mapping):
+        return deps.get(name)
+    return getattr(deps, name, None)
+
+
+def scope_from_run(ctx: RunContext[Any]) -> RunScope:
+    """The default ``scope_from``: ``ctx.deps.thread_id`` (attribute or mapping key), else the run's
+    ``conversation_id``; the resource is ``ctx.deps.resource_id`` if set.
+
+    pydantic-ai gives a run the ``conversation_id`` passed to ``agent.run``, or the one of
+    the ``message_history`` it continues, or a fresh id: a new conversation starts with an
+    empty scratchpad, and one carried on keeps its notes.
+    """
+    thread = _dep(ctx.deps, "thread_id") or getattr(ctx, "conversation_id", None)
+    if not thread:  # a pydantic-ai without conversation ids, and deps without a thread
+        raise ScratchpadConfigError(
+            "no thread id for the scratchpad: give the agent deps with a thread_id "
+            "(attribute or key), or pass scope_from=lambda ctx: ... returning one"
+        )
+    resource = _dep(ctx.deps, "resource_id")
+    return RunScope(str(thread), None if resource is None else str(resource))
+
+
+async def resolve_scope(scope: ScopeResolver, ctx: RunContext[Any]) -> RunScope:
+    """Call ``scope`` and check what it gave; raises ``ScratchpadConfigError`` if unusable."""
+    found: Any = scope(ctx)
+    if inspect.isawaitable(found):
+        found = await found
+    if isinstance(found, str):
+        found = RunScope(found)
+    elif isinstance(found, tuple) and len(found) == 2:
+        found = RunScope(*found)
+    if not (
+        isinstance(found, RunScope)
+        and isinstance(found.thread_id, str)
+        and found.thread_id
+        and (found.resource_id is None or isinstance(found.resource_id, str))
+    ):
+        raise ScratchpadConfigError(
+            f"the scratchpad's scope function returned {found!r}; it must return a non-empty "
+            "thread id string, or a (thread_id, resource_id) pair of strings (resource_id may "
+            "be None)"
+        )
+    return found
+
+
+class Notes:
+    """The configuration shared by every run: the layer, the storage, the scope function,
+    the tool's name and retry budget, the block's budget, and the event bus."""
+
+    def __init__(
+        self,
+        layer: ScratchpadLayer | None,
+        *,
+        storage: str | StorageBackend | None,
+        scope_from: ScopeResolver,
+        events: EventBus | None,
+        tool_name: str,
+        max_retries: int,
+        budget: int | None,
+        options: Mapping[str, Any],
+    ) -> None:
+        if layer is not None and not isinstance(layer, ScratchpadLayer):
+            raise ScratchpadConfigError(
+                f"the first argument is a layer (scratchpad(...)), not {layer!r}; pass a "
+                "storage URL as storage=..."
+            )
+        if layer is not None and options:
+            raise ScratchpadConfigError(
+                f"give either a layer or scratchpad() options, not both (got {sorted(options)})"
+            )
+        if not callable(scope_from):
+            raise ScratchpadConfigError(
+                f"scope_from must be a function of the RunContext returning the thread id, "
+                f"not {scope_from!r}"
+            )
+        if not PROVIDER_NAME.match(tool_name):
+            raise ScratchpadConfigError(
+                f"tool_name {tool_name!r} is not a name providers accept: use 1 to 64 "
+                "letters, digits, '_' or '-'"
+            )
+        if max_retries < 0:
+            raise ScratchpadConfigError(f"max_retries must be 0 or more, not {max_retries}")
+        self.layer = layer if layer is not None else scratchpad(**options)
+        self.scope_from = scope_from
+        self.tool_name = tool_name
+        self.max_retries = max_retries
+        self.budget = budget
+        self.events = events if events is not None else EventBus()
+        # A URL (or None: $NOETIC_SCRATCHPAD_STORAGE, else memory://) is opened, and closed,
+        # here; a backend passed in stays the caller's.
+        self._backend: StorageBackend | None = None
+        self._url: str | None = None
+        if isinstance(storage, StorageBackend):
+            self._backend = storage
+        elif storage is None or isinstance(storage, str):
+            self._url = storage
+        else:
+            raise ScratchpadConfigError(
+                f"storage must be a URL such as 'sqlite:///notes.db' or an opened backend "
+                f"(await open_storage(url)), not {storage!r}"
+            )
+        self._owned = self._backend is None
+
+    async def backend(self) -> StorageBackend:
+        """The backend, opened from the URL on first use (then shared by every run)."""
+        if self._backend is None:
+            opened = await open_storage(self._url)
+            if self._backend is None:
+                self._backend = opened
+            else:  # a concurrent first run opened it meanwhile
+                await opened.aclose()
+        return self._backend
+
+    async def open(self, *, thread_id: str, resource_id: str | None = None) -> ScratchpadHandle:
+        """A handle on one scope's scratchpad, to read or write it outside a run."""
+        return await self.layer.open(
+            await self.backend(),
+            thread_id=thread_id,
+            resource_id=resource_id,
+            events=self.events,
+            tool_name=self.tool_name,
+        )
+
+    async def aclose(self) -> None:
+        """Close the backend if it was opened from a URL here (a backend passed in is the
+        caller's to close), and wait for async event handlers."""
+        backend = self._backend
+        if self._owned and backend is not None:
+            self._backend = None  # a later run opens it again
+            await backend.aclose()
+        await self.events.drain()
+
+
+class RunNotes:
+    """One run's scratchpad: a handle opened for the run's scope on first use."""
+
+    def __init__(self, notes: Notes) -> None:
+        self.notes = notes
+        self.handle: ScratchpadHandle | None = None
+        self._lock = anyio.Lock()
+        self._fresh = False  # loaded and nothing has run since: no refresh needed
+
+    async def open(self, ctx: RunContext[Any]) -> ScratchpadHandle:
+        """The run's handle, opened on first call for the scope ``notes.scope_from`` gives."""
+        if self.handle is None:
+            scope = await resolve_scope(self.notes.scope_from, ctx)
+            async with self._lock:
+                if self.handle is None:
+                    self.handle = await self.notes.open(
+                        thread_id=scope.thread_id, resource_id=scope.resource_id
+                    )
+                    self._fresh = True
+        return self.handle
+
+    async def block(self, ctx: RunContext[Any]) -> str | None:
+        """The ``<scratchpad>`` block for the next model request, or ``None`` while empty.
+
+        Every request but the run's first follows a tool step (or a retry), so the state is
+        re-read first: this run's tools and other runs on the scope may have written it.
+        """
+        handle = await self.open(ctx)
+        async with self._lock:
+            if not self._fresh:
+                await handle.refresh()
+            self._fresh = False
+            return handle.block(self.notes.budget) or None
+
+    async def update(self, args: Any, ctx: RunContext[Any]) -> str:
+        """Run the model's update call; a refusal becomes a retry prompt (see ``refuse``)."""
+        handle = await self.open(ctx)
+        # One at a time, in the order the model made them: pydantic-ai runs a response's
+        # tool calls concurrently, and later calls must merge over earlier ones.
+        async with self._lock:
+            handle.tool_name = called_name(ctx, self.notes.tool_name)
+            try:
+                return await handle.call("update", args, call_id=ctx.tool_call_id)
+            except ScratchpadUpdateError as exc:
+                return refuse(exc.message, ctx)  # the message says how to fix the call
+            except StorageError as exc:
+                logger.warning(
+                    "scratchpad update could not be saved tool=%s call_id=%s error=%r",
+                    handle.tool_name,
+                    ctx.tool_call_id,
+                    str(exc),
+                )
+                return refuse(
+                    f"The tool {handle.tool_name!r} could not save: storage failed or did not "
+                    "answer in time (the operator can see why in the logs). Try the call again "
+                    "later; repeating the same update is harmless.",
+                    ctx,
+                )
+
+
+def called_name(ctx: RunContext[Any], default: str) -> str:
+    """The name the model called the tool by: a wrapper such as ``PrefixedToolset`` renames
+    it, and ``ctx.tool_name`` keeps the inner name, so read the call in the latest response."""
+    for message in reversed(ctx.messages):
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, ToolCallPart) and part.tool_call_id == ctx.tool_call_id:
+                    return part.tool_name
+            break
+    return default
+
+
+def refuse(message: str, ctx: RunContext[Any]) -> str:
+    """Send a refused update back to the model: a retry prompt (``ModelRetry``) while the
+    tool's retry budget lasts; after that a failure the model reads (``ToolFailed``, or the
+    text as the tool's result), so a stubborn model cannot fail the whole run."""
+    if ctx.retry < ctx.max_retries:
+        raise ModelRetry(message)
+    if _ToolFailed is not None:
+        raise _ToolFailed(f"Not saved: {message}")
+    return f"Not saved: {message}"  # pragma: no cover - pydantic-ai without ToolFailed

@@ -1,0 +1,631 @@
+"""The pydantic-ai integration, driven by pydantic-ai's own ``Agent`` with its test models
+(``FunctionModel``, ``TestModel``): no network."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import re
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import anyio
+import pytest
+import pytest_asyncio
+from pydantic import BaseModel, ConfigDict
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ModelResponsePart,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.models.test import TestModel
+
+from noetic_scratchpad import (
+    EventBus,
+    ScratchpadConfigError,
+    UpdateApplied,
+    UpdateRejected,
+    open_storage,
+    scratchpad,
+)
+from noetic_scratchpad.integrations.pydantic_ai import (
+    ScratchpadCapability,
+    ScratchpadToolset,
+    scope_from_run,
+)
+from noetic_scratchpad.testing import FaultyStorage, capture_events
+
+pytestmark = pytest.mark.asyncio
+
+BASE = "You are a careful engineer."
+MODULE = "noetic_scratchpad.integrations.pydantic_ai"
+
+
+class TaskNotes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    currentGoal: str
+    completedSteps: list[str] = []
+    blockers: list[str] = []
+
+
+def update(call_id: str, **fields: Any) -> ToolCallPart:
+    return ToolCallPart("scratchpad_update", fields, tool_call_id=call_id)
+
+
+@dataclass
+class Script:
+    """A ``FunctionModel`` function: one scripted response per request, and what each
+    request carried (its instructions, and the request message it answered)."""
+
+    turns: list[list[ModelResponsePart]]
+    instructions: list[str | None] = field(default_factory=list)
+    requests: list[ModelRequest] = field(default_factory=list)
+    tools: list[list[str]] = field(default_factory=list)
+    before: Callable[[int], Any] | None = None
+
+    async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if self.before is not None:
+            await self.before(len(self.instructions))
+        self.instructions.append(info.instructions)
+        last = messages[-1]
+        assert isinstance(last, ModelRequest)
+        self.requests.append(last)
+        self.tools.append([tool.name for tool in info.function_tools])
+        return ModelResponse(parts=self.turns[len(self.instructions) - 1])
+
+    def model(self) -> FunctionModel:
+        return FunctionModel(self)
+
+
+def block_of(instructions: str | None) -> Any:
+    """The state shown in the ``<scratchpad>`` block of ``instructions``, or ``None``."""
+    if instructions is None or "<scratchpad>" not in instructions:
+        return None
+    body = instructions.split("<scratchpad>\n", 1)[1].split("\n</scratchpad>", 1)[0]
+    return json.loads(body)
+
+
+def tool_results(request: ModelRequest) -> list[tuple[str, str]]:
+    """``(outcome, text)`` of each tool result in ``request``: ``"success"``, ``"retried"``
+    (a retry prompt) or ``"failed"``."""
+    results = []
+    for part in request.parts:
+        if isinstance(part, RetryPromptPart):
+            results.append(("retried", str(part.content)))
+        elif isinstance(part, ToolReturnPart):
+            results.append((getattr(part, "outcome", "success"), str(part.content)))
+    return results
+
+
+@pytest_asyncio.fixture
+async def notes() -> AsyncIterator[ScratchpadCapability]:
+    capability = ScratchpadCapability(storage="memory://", schema=TaskNotes)
+    async with capability:
+        yield capability
+
+
+async def stored(notes: ScratchpadCapability | ScratchpadToolset, thread: str) -> Any:
+    return (await notes.open(thread_id=thread)).snapshot
+
+
+# -- the block, every step ---------------------------------------------------------------
+
+
+async def test_block_is_in_the_instructions_of_every_request(
+    notes: ScratchpadCapability,
+) -> None:
+    await (await notes.open(thread_id="t1")).update({"currentGoal": "Ship v2"})
+    script = Script(
+        [
+            [update("c1", completedSteps=["built it"])],
+            [update("c2", blockers=["CI is red"])],
+            [TextPart("Blocked on CI.")],
+        ]
+    )
+    agent = Agent(script.model(), instructions=BASE, capabilities=[notes])
+
+    result = await agent.run("Ship it.", conversation_id="t1")
+
+    assert result.output == "Blocked on CI."
+    assert all(text is not None and text.startswith(BASE) for text in script.instructions)
+    assert [block_of(text) for text in script.instructions] == [
+        {"currentGoal": "Ship v2"},
+        {"currentGoal": "Ship v2", "completedSteps": ["built it"]},
+        {"currentGoal": "Ship v2", "completedSteps": ["built it"], "blockers": ["CI is red"]},
+    ]
+    # What pydantic-ai records in the history is what the model was sent.
+    sent = [m.instructions for m in result.all_messages() if isinstance(m, ModelRequest)]
+    assert sent == script.instructions
+
+
+async def test_an_empty_scratchpad_adds_no_block(notes: ScratchpadCapability) -> None:
+    script = Script([[TextPart("Hello.")]])
+    agent = Agent(script.model(), instructions=BASE, capabilities=[notes])
+
+    await agent.run("Hi.")
+
+    assert script.instructions == [BASE]
+    assert script.tools == [["scratchpad_update"]]
+
+
+async def test_writes_from_elsewhere_show_up_at_the_next_request(
+    notes: ScratchpadCapability,
+) -> None:
+    async def another_writer(request: int) -> None:
+        if request == 1:  # after this run's write, before the next request
+            await (await notes.open(thread_id="t1")).update({"blockers": ["from a colleague"]})
+
+    script = Script(
+        [
+            [update("c1", currentGoal="Ship v2")],
+            [ToolCallPart("wait", {}, tool_call_id="w1")],
+            [TextPart("Done.")],
+        ],
+        before=another_writer,
+    )
+    agent = Agent(script.model(), capabilities=[notes])
+    agent.tool_plain(lambda: "waited", name="wait")
+
+    await agent.run("Ship it.", conversation_id="t1")
+
+    assert block_of(script.instructions[1]) == {"currentGoal": "Ship v2"}
+    assert block_of(script.instructions[2]) == {
+        "currentGoal": "Ship v2",
+        "blockers": ["from a colleague"],
+    }
+
+
+# -- refusals ----------------------------------------------------------------------------
+
+
+async def test_a_refused_update_goes_back_as_a_retry_prompt_and_is_corrected(
+    notes: ScratchpadCapability,
+) -> None:
+    script = Script(
+        [
+            [update("c1", currentGoal="Ship v2", completedSteps="built it")],
+            [update("c2", currentGoal="Ship v2", completedSteps=["built it"])],
+            [TextPart("Noted.")],
+        ]
+    )
+    agent = Agent(script.model(), capabilities=[notes])
+
+    with capture_events(notes.events) as events:
+        result = await agent.run("Ship it.", conversation_id="t1")
+
+    assert result.output == "Noted."
+    [(outcome, text)] = tool_results(script.requests[1])
+    assert outcome == "retried"
+    assert "completedSteps: Input should be a valid list" in text
+    assert "call scratchpad_update again" in text  # the tool as the model knows it
+    assert block_of(script.instructions[1]) is None  # the refusal stored nothing
+    assert tool_results(script.requests[2]) == [
+        ("success", "Scratchpad updated (currentGoal, completedSteps).")
+    ]
+    assert await stored(notes, "t1") == {"currentGoal": "Ship v2", "completedSteps": ["built it"]}
+    assert [type(e) for e in events] == [UpdateRejected, UpdateApplied]
+
+
+async def test_refusals_past_the_retry_budget_are_failures_and_the_run_goes_on() -> None:
+    notes = ScratchpadCapability(schema=TaskNotes, max_retries=1)
+    bad = {"currentGoal": 42}
+    script = Script(
+        [[update("c1", **bad)], [update("c2", **bad)], [TextPart("I could not save it.")]]
+    )
+    agent = Agent(script.model(), capabilities=[notes])
+
+    result = await agent.run("Ship it.", conversation_id="t1")
+
+    assert result.output == "I could not save it."
+    assert [outcome for outcome, _ in tool_results(script.requests[1])] == ["retried"]
+    [(outcome, text)] = tool_results(script.requests[2])
+    assert outcome == "failed"
+    assert text.startswith("Not saved: The update does not fit the scratchpad's schema")
+    assert await stored(notes, "t1") == {}
+
+
+async def test_a_refusal_names_the_tool_as_renamed_by_a_wrapper(
+    notes: ScratchpadCapability,
+) -> None:
+    script = Script(
+        [
+            [ToolCallPart("memo_scratchpad_update", "[1, 2]", tool_call_id="c1")],
+            [TextPart("Sorry.")],
+        ]
+    )
+    agent = Agent(script.model(), capabilities=[notes.prefix_tools("memo")])
+
+    await agent.run("Ship it.")
+
+    assert script.tools[0] == ["memo_scratchpad_update"]
+    [(outcome, text)] = tool_results(script.requests[1])
+    assert outcome == "retried"
+    assert "are a JSON array, not an object. Call memo_scratchpad_update with" in text
+
+
+async def test_a_storage_failure_is_a_retry_prompt_not_a_crash() -> None:
+    # One failed write, whichever primitive the layer writes with.
+    inner = await open_storage("memory://")
+    backend = FaultyStorage(inner, fail_on={"update", "commit"}, faults=1)
+    notes = ScratchpadCapability(storage=backend)
+    script = Script(
+        [[update("c1", goal="Ship v2")], [update("c2", goal="Ship v2")], [TextPart("Saved.")]]
+    )
+    agent = Agent(script.model(), capabilities=[notes])
+
+    with capture_events(notes.events):
+        await agent.run("Ship it.", conversation_id="t1")
+
+    [(outcome, text)] = tool_results(script.requests[1])
+    assert outcome == "retried"
+    assert "could not save" in text
+    assert "Try the call again" in text
+    assert await stored(notes, "t1") == {"goal": "Ship v2"}
+
+
+# -- several updates, persistence, scope ------------------------------------------------
+
+
+async def test_three_updates_in_one_response_all_land_in_order(
+    notes: ScratchpadCapability,
+) -> None:
+    script = Script(
+        [
+            [
+                update("c1", currentGoal="Ship v2", completedSteps=["a"]),
+                update("c2", blockers=["CI is red"]),
+                update("c3", completedSteps=["a", "b"]),
+            ],
+            [TextPart("Done.")],
+        ]
+    )
+    agent = Agent(script.model(), capabilities=[notes])
+
+    await agent.run("Ship it.", conversation_id="t1")
+
+    expected = {"currentGoal": "Ship v2", "completedSteps": ["a", "b"], "blockers": ["CI is red"]}
+    assert await stored(notes, "t1") == expected
+    assert block_of(script.instructions[1]) == expected
+    assert [outcome for outcome, _ in tool_results(script.requests[1])] == ["success"] * 3
+
+
+async def test_the_state_persists_across_runs_and_agents_on_sqlite(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'notes.db'}"
+    first = Script([[update("c1", currentGoal="Ship v2")], [TextPart("Noted.")]])
+    async with ScratchpadCapability(storage=url, schema=TaskNotes) as notes:
+        result = await Agent(first.model(), capabilities=[notes]).run("Ship it.")
+
+    # A new process would do the same: a new capability, a new agent, the same file; the
+    # run carries on the conversation of the first through its message history.
+    again = Script([[TextPart("Still shipping v2.")]])
+    async with ScratchpadCapability(storage=url, schema=TaskNotes) as notes:
+        agent = Agent(again.model(), capabilities=[notes])
+        await agent.run("Status?", message_history=result.all_messages())
+        other = Script([[TextPart("Hello.")]])
+        await Agent(other.model(), capabilities=[notes]).run("A new conversation.")
+
+    assert block_of(again.instructions[0]) == {"currentGoal": "Ship v2"}
+    assert block_of(other.instructions[0]) is None
+
+
+async def test_the_scope_function_picks_the_thread() -> None:
+    notes = ScratchpadCapability(scope_from=lambda ctx: f"chat-{ctx.deps.chat}")
+    for chat, goal in [(1, "one"), (2, "two")]:
+        script = Script([[update("c1", goal=goal)], [TextPart("ok")]])
+        await Agent(script.model(), capabilities=[notes]).run(
+            "Hi.", deps=SimpleNamespace(chat=chat)
+        )
+
+    assert await stored(notes, "chat-1") == {"goal": "one"}
+    assert await stored(notes, "chat-2") == {"goal": "two"}
+
+
+async def test_an_async_scope_with_a_resource_shares_notes_across_threads() -> None:
+    async def per_user(ctx: RunContext[dict[str, str]]) -> tuple[str, str]:
+        return ctx.deps["chat"], ctx.deps["user"]
+
+    notes = ScratchpadCapability(scope="resource", scope_from=per_user)
+    first = Script([[update("c1", name="Ada")], [TextPart("ok")]])
+    await Agent(first.model(), capabilities=[notes]).run(
+        "I'm Ada.", deps={"chat": "a", "user": "u7"}
+    )
+    second = Script([[TextPart("Hi Ada.")]])
+    await Agent(second.model(), capabilities=[notes]).run("Hi.", deps={"chat": "b", "user": "u7"})
+
+    assert block_of(second.instructions[0]) == {"name": "Ada"}
+
+
+@pytest.mark.parametrize(
+    ("deps", "conversation_id", "thread"),
+    [
+        (SimpleNamespace(thread_id="from-deps"), "conv", "from-deps"),
+        ({"thread_id": "from-a-dict"}, "conv", "from-a-dict"),
+        (None, "conv", "conv"),
+    ],
+)
+async def test_the_default_scope(deps: Any, conversation_id: str, thread: str) -> None:
+    notes = ScratchpadCapability()
+    script = Script([[update("c1", seen=True)], [TextPart("ok")]])
+    agent = Agent(script.model(), capabilities=[notes], deps_type=object)
+
+    await agent.run("Hi.", deps=deps, conversation_id=conversation_id)
+
+    assert await stored(notes, thread) == {"seen": True}
+
+
+async def test_without_a_thread_the_default_scope_refuses_to_guess() -> None:
+    ctx = SimpleNamespace(deps=None, conversation_id=None)
+
+    with pytest.raises(ScratchpadConfigError, match="no thread id"):
+        scope_from_run(ctx)  # type: ignore[arg-type]
+
+
+async def test_your_own_tools_reach_the_runs_handle(notes: ScratchpadCapability) -> None:
+    call = ToolCallPart("start", {"goal": "Ship v2"}, tool_call_id="s1")
+    script = Script([[call], [TextPart("ok")]] * 2)  # two runs
+    agent = Agent(script.model(), capabilities=[notes])
+    handles: list[Any] = []
+
+    @agent.tool
+    async def start(ctx: RunContext[None], goal: str) -> str:
+        handle = await notes.handle(ctx)
+        assert await notes.handle(ctx) is handle  # the run's own, not one per call
+        handles.append(handle)
+        await handle.update({"currentGoal": goal})
+        return "started"
+
+    await agent.run("Go.", conversation_id="t1")
+    await agent.run("Go again.", conversation_id="t2")
+
+    assert block_of(script.instructions[1]) == {"currentGoal": "Ship v2"}
+    assert handles[0].scope_key != handles[1].scope_key  # each run its own scope
+
+
+async def test_two_scratchpads_with_one_id_are_refused() -> None:
+    with pytest.raises(UserError, match="'scratchpad' is used by multiple capabilities"):
+        Agent(TestModel(), capabilities=[ScratchpadCapability(), ScratchpadCapability()])
+
+
+async def test_a_bad_scope_stops_the_run_with_a_config_error() -> None:
+    notes = ScratchpadCapability(scope_from=lambda ctx: "")
+    agent = Agent(Script([[TextPart("ok")]]).model(), capabilities=[notes])
+
+    with pytest.raises(ScratchpadConfigError, match="non-empty thread id"):
+        await agent.run("Hi.")
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "message"),
+    [
+        ((scratchpad(),), {"schema": TaskNotes}, "either a layer or scratchpad\\(\\) options"),
+        (("sqlite:///notes.db",), {}, "pass a storage URL as storage="),
+        ((), {"scope": "everyone"}, "scope"),
+        ((), {"scope_from": "thread"}, "scope_from must be a function"),
+        ((), {"storage": 42}, "must be a URL"),
+        ((), {"tool_name": "scratchpad/update"}, "not a name providers accept"),
+        ((), {"max_retries": -1}, "max_retries"),
+    ],
+)
+async def test_bad_options_are_config_errors(
+    args: tuple[Any, ...], options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ScratchpadConfigError, match=message):
+        ScratchpadCapability(*args, **options)
+
+
+async def test_read_only_shows_the_block_without_the_tool() -> None:
+    backend = await open_storage("memory://")
+    await (await scratchpad().open(backend, thread_id="t1")).update({"goal": "Ship v2"})
+    notes = ScratchpadCapability(storage=backend, read_only=True)
+    script = Script([[TextPart("ok")]])
+
+    await Agent(script.model(), capabilities=[notes]).run("Hi.", conversation_id="t1")
+
+    assert block_of(script.instructions[0]) == {"goal": "Ship v2"}
+    assert script.tools == [[]]
+
+
+async def test_storage_opened_here_is_closed_by_aclose_and_a_passed_backend_is_not() -> None:
+    backend = await open_storage("memory://")
+    async with ScratchpadCapability(storage=backend) as notes:
+        await (await notes.open(thread_id="t1")).update({"goal": "x"})
+    assert await (await scratchpad().open(backend, thread_id="t1")).refresh() == {"goal": "x"}
+
+    bus = EventBus()
+    owned = ScratchpadCapability(storage="memory://", events=bus)
+    assert owned.events is bus
+    await owned.open(thread_id="t1")
+    opened = owned._notes._backend
+    assert opened is not None
+    assert not opened._closed
+    await owned.aclose()
+    assert opened._closed
+    assert owned._notes._backend is None  # a later run opens it again
+
+
+# -- streaming and pydantic-ai's TestModel ------------------------------------------------
+
+
+async def test_run_stream_sees_the_block_and_applies_updates(
+    notes: ScratchpadCapability,
+) -> None:
+    seen: list[str | None] = []
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        seen.append(info.instructions)
+        if len(seen) == 1:
+            args = '{"currentGoal": "Ship v2"}'
+            yield {0: DeltaToolCall("scratchpad_update", args, tool_call_id="c1")}
+        else:
+            yield "Shipping "
+            yield "v2."
+
+    agent = Agent(FunctionModel(stream_function=stream), capabilities=[notes])
+    async with agent.run_stream("Ship it.", conversation_id="t1") as result:
+        texts = [text async for text in result.stream_text()]
+
+    assert texts[-1] == "Shipping v2."
+    assert [block_of(text) for text in seen] == [None, {"currentGoal": "Ship v2"}]
+    assert await stored(notes, "t1") == {"currentGoal": "Ship v2"}
+
+
+async def test_agent_iter_drives_the_same_hooks(notes: ScratchpadCapability) -> None:
+    script = Script([[update("c1", currentGoal="Ship v2")], [TextPart("ok")]])
+    agent = Agent(script.model(), capabilities=[notes])
+
+    async with agent.iter("Ship it.", conversation_id="t1") as run:
+        nodes = [node async for node in run]
+
+    assert len(nodes) >= 4
+    assert [block_of(text) for text in script.instructions] == [None, {"currentGoal": "Ship v2"}]
+
+
+async def test_run_sync_works_too() -> None:
+    notes = ScratchpadCapability(storage="memory://")
+    script = Script([[update("c1", goal="Ship v2")], [TextPart("ok")]])
+    agent = Agent(script.model(), capabilities=[notes])
+
+    def synchronous_code() -> None:  # in a thread with no event loop running
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)  # the loop run_sync uses; closed here, not leaked
+        try:
+            agent.run_sync("Ship it.", conversation_id="t1")
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    await anyio.to_thread.run_sync(synchronous_code)
+
+    assert block_of(script.instructions[1]) == {"goal": "Ship v2"}
+
+
+async def test_test_model_calls_the_tool_and_sees_what_it_wrote() -> None:
+    notes = ScratchpadCapability()  # free-form: TestModel fills in the open object
+    agent = Agent(TestModel(), capabilities=[notes])
+
+    result = await agent.run("Ship it.", conversation_id="t1")
+
+    [call] = [
+        part
+        for message in result.all_messages()
+        if isinstance(message, ModelResponse)
+        for part in message.parts
+        if isinstance(part, ToolCallPart)
+    ]
+    written = call.args_as_dict()
+    assert written  # TestModel sent something to store
+    assert await stored(notes, "t1") == written
+    requests = [m for m in result.all_messages() if isinstance(m, ModelRequest)]
+    assert block_of(requests[-1].instructions) == written
+    assert f"Scratchpad updated ({', '.join(written)})." in result.output
+
+
+# -- the docs ---------------------------------------------------------------------------
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations" / "pydantic-ai.md"
+
+
+async def test_the_three_lines_in_the_docs_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.DOTALL)[0]
+    lines = [line for line in code.splitlines() if line.strip()]
+    assert [line.split(" = ")[0] for line in lines[-3:]] == ["notes", "agent", "result"]
+    # The model the page names needs a key and the network; pydantic-ai's TestModel does not.
+    assert code.count('"openai:gpt-5"') == 1
+    code = code.replace('"openai:gpt-5"', "TestModel()")
+    namespace: dict[str, Any] = {"TestModel": TestModel}
+    exec(f"async def main():\n{textwrap.indent(code, '    ')}\n    return notes, result", namespace)
+    monkeypatch.chdir(tmp_path)
+
+    notes, result = await namespace["main"]()
+    await notes.aclose()
+
+    assert "Scratchpad updated" in result.output
+    assert (tmp_path / "notes.db").exists()
+    assert result.all_messages()[0].conversation_id == "ticket-42"
+
+
+# -- the plain toolset, and imports -------------------------------------------------------
+
+
+async def run_with_toolset(toolset: ScratchpadToolset) -> Script:
+    script = Script(
+        [
+            [update("c1", goal="Ship v2"), update("c2", steps=["built"])],
+            [update("c3", goal=7)],
+            [TextPart("ok")],
+        ]
+    )
+    await Agent(script.model(), toolsets=[toolset]).run("Hi.", conversation_id="t1")
+    return script
+
+
+class ToolsetWithoutRunCopies(ScratchpadToolset):
+    """As on a pydantic-ai whose toolsets get no per-run copy."""
+
+    async def for_run(self, ctx: RunContext[Any]) -> ScratchpadToolset:
+        return self
+
+
+@pytest.mark.parametrize("kind", [ScratchpadToolset, ToolsetWithoutRunCopies])
+async def test_the_plain_toolset_adds_the_tool_and_the_block(kind: type[ScratchpadToolset]) -> None:
+    toolset = kind(schema=dict[str, str | list[str]])
+
+    script = await run_with_toolset(toolset)
+
+    assert [block_of(text) for text in script.instructions] == [
+        None,
+        {"goal": "Ship v2", "steps": ["built"]},
+        {"goal": "Ship v2", "steps": ["built"]},
+    ]
+    [(outcome, text)] = tool_results(script.requests[2])
+    assert outcome == "retried"
+    assert "scratchpad_update" in text
+    assert await stored(toolset, "t1") == {"goal": "Ship v2", "steps": ["built"]}
+
+
+def reimport(monkeypatch: pytest.MonkeyPatch, missing: str) -> ModuleType:
+    """Import the integration afresh with ``missing`` made unimportable; the originals come
+    back when the test ends."""
+    for name in [n for n in sys.modules if n == MODULE or n.startswith(MODULE + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, missing, None)  # what `import` of a missing module sees
+    return importlib.import_module(MODULE)
+
+
+async def test_without_the_capabilities_api_the_toolset_still_works(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = reimport(monkeypatch, "pydantic_ai.capabilities")
+
+    with pytest.raises(ImportError, match=r"ScratchpadToolset\(") as caught:
+        module.ScratchpadCapability  # noqa: B018
+    assert "capabilities" in str(caught.value)
+    monkeypatch.undo()  # pydantic-ai itself needs its capabilities to run an agent
+
+    toolset = module.ScratchpadToolset(schema=dict[str, str | list[str]])
+    script = await run_with_toolset(toolset)
+    assert block_of(script.instructions[2]) == {"goal": "Ship v2", "steps": ["built"]}
+
+
+async def test_importing_without_pydantic_ai_says_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ImportError, match='pip install "noetic-scratchpad\\[pydantic-ai\\]"'):
+        reimport(monkeypatch, "pydantic_ai")
