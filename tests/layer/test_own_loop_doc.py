@@ -26,3 +26,17 @@ def test_own_loop_example_runs_and_prints_what_the_doc_shows(tmp_path: Path) -> 
 
     assert completed.stdout.splitlines() == expected.splitlines()
     assert completed.stderr == ""
+
+
+@pytest.mark.slow
+def test_the_one_call_example_runs_and_prints_what_the_doc_shows(tmp_path: Path) -> None:
+    """The page's ``layer.open`` example prints exactly its text block."""
+    page = DOC.read_text(encoding="utf-8")
+    code = re.findall(r"```python\n(.*?)```", page, re.DOTALL)[-1]
+    expected = re.findall(r"```text\n(.*?)```", page, re.DOTALL)[-1]
+    script = tmp_path / "one_call.py"
+    script.write_text(code, encoding="utf-8")
+
+    completed = run_python(str(script), cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == expected.splitlines()
