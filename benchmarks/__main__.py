@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from . import (
+    http_load,
+    journal,
     memory_growth,
     overhead_memory,
     peer_langgraph,
@@ -39,6 +41,8 @@ MODULES = {
     "state_size": state_size,
     "memory_growth": memory_growth,
     "postgres": postgres,
+    "http_load": http_load,
+    "journal": journal,
 }
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 POSTGRES_ENV = "NOETIC_SCRATCHPAD_BENCH_POSTGRES_URL"

@@ -13,6 +13,7 @@ from .history import cmd_history, cmd_revert
 from .mcp import add_mcp
 from .migrate import cmd_migrate
 from .scopes import cmd_list, cmd_reset, cmd_show
+from .serve import add_serve
 
 # ``add_parser`` of the object ``add_subparsers`` returns: it makes one command's parser.
 AddParser: TypeAlias = Callable[..., argparse.ArgumentParser]
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage, layer = shared_options()
     add_demo(commands.add_parser, storage)
     add_mcp(commands.add_parser, storage)
+    add_serve(commands.add_parser, storage)
     for add_command in (add_show, add_list, add_history, add_revert, add_reset, add_migrate):
         add_command(commands.add_parser, [storage, layer])
     return parser

@@ -1,0 +1,194 @@
+"""``serve``: the HTTP API and the web inspector under uvicorn.
+
+Binds 127.0.0.1 unless told otherwise; a bind beyond loopback needs a token (or
+``--insecure``). Storage is opened before the server starts, so a bad URL or a port in
+use is one line on stderr, not a traceback. SIGINT and SIGTERM stop it cleanly: the event
+streams end, storage closes, the exit status is 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import ipaddress
+import logging
+import os
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ..layer import ScratchpadLayer, scratchpad
+from ..storage import open_storage
+from .common import PROG, CliError, logger, storage_url
+
+__all__ = ("TOKEN_ENV", "add_serve", "cmd_serve")
+
+TOKEN_ENV = "NOETIC_SCRATCHPAD_TOKEN"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def add_serve(
+    add_parser: Callable[..., argparse.ArgumentParser], storage: argparse.ArgumentParser
+) -> None:
+    """Register the ``serve`` command; ``storage`` is the parser holding ``--storage``."""
+    parser = add_parser(
+        "serve",
+        parents=[storage],
+        help="serve the HTTP API and the web inspector",
+        description="Serve the scratchpads over HTTP (JSON API, server-sent events, "
+        "OpenAPI at /openapi.json) with a web inspector at /, under uvicorn. Binds "
+        "127.0.0.1 by default; stop with Ctrl+C or SIGTERM.",
+    )
+    parser.set_defaults(handler=cmd_serve)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0: any)")
+    parser.add_argument(
+        "--token",
+        help=f"require `Authorization: Bearer TOKEN` on every request (default: ${TOKEN_ENV}; "
+        "prefer the variable: arguments show in the process list)",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a bind beyond loopback without a token (anyone who reaches the port "
+        "can read and change every scratchpad)",
+    )
+    parser.add_argument(
+        "--schema",
+        metavar="MODULE:MODEL",
+        help="the pydantic model of the scratchpads (for example myapp.notes:TaskNotes), "
+        "so updates through the API are checked against it",
+    )
+    parser.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin allowed to call the API (repeatable; default: none)",
+    )
+
+
+async def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from ..server import create_app
+        from ..server.runner import serve
+    except ImportError as exc:
+        raise CliError(
+            f"serve needs the server extra ({exc.name} is missing): "
+            "pip install 'noetic-scratchpad[server]'"
+        ) from None
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    loopback = is_loopback(args.host)
+    if token is None and not loopback and not args.insecure:
+        raise CliError(
+            f"refusing to serve on {args.host} without a token: anyone who reaches it could "
+            f"read and change every scratchpad. Set ${TOKEN_ENV} (or --token), or pass "
+            "--insecure if the network is yours alone"
+        )
+    layers = schema_layers(args.schema)
+    url = storage_url(args)
+    sock = bind(args.host, args.port)
+    try:
+        backend = await open_storage(url)
+        try:
+            app = create_app(
+                backend,
+                layers=layers,
+                token=token,
+                cors_origins=args.cors_origin,
+                trusted_hosts=[*LOOPBACK_NAMES, args.host] if loopback else None,
+            )
+            level = args.log_level or "warning"
+            # uvicorn's start-up lines and access log show with --log-level info or debug.
+            logging.getLogger("uvicorn").setLevel(level.upper())
+            print_banner(url, sock, token is not None)
+            await serve(app, sock, access_log=level in ("info", "debug"))
+        finally:
+            await backend.aclose()
+    finally:
+        sock.close()
+    print(f"{PROG}: stopped", flush=True)
+    return 0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket; a port in use or a bad address is one line, not a traceback."""
+    if not 0 <= port <= 65535:
+        raise CliError(f"--port must be from 0 to 65535, not {port}")
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise CliError(f"cannot bind {host}:{port}: {exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def schema_layers(spec: str | None) -> list[ScratchpadLayer]:
+    """A thread-scoped and a resource-scoped layer, with the model ``spec`` names."""
+    if spec is None:
+        return [scratchpad(), scratchpad(scope="resource")]
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise CliError(f"--schema must be MODULE:MODEL (say myapp.notes:TaskNotes), not {spec!r}")
+    if os.getcwd() not in sys.path:  # as `python -m` would: the project's modules importable
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+        for name in attribute.split("."):
+            target = getattr(target, name)
+    except (ImportError, AttributeError) as exc:
+        raise CliError(f"cannot load --schema {spec}: {exc}") from None
+    try:
+        return [scratchpad(schema=target), scratchpad(scope="resource", schema=target)]
+    except ValueError as exc:
+        raise CliError(f"--schema {spec} cannot be a scratchpad schema: {exc}") from None
+
+
+def print_banner(url: str, sock: socket.socket, token: bool) -> None:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    base = f"http://{shown}:{port}/"
+    auth = (
+        "a token is required: the inspector asks for it once"
+        if token
+        else "no token: anyone who can reach this address can read and write"
+    )
+    print(
+        f"{PROG} serving {redact(url)}\n"
+        f"  inspector  {base}\n"
+        f"  API        {base}api/scopes   (OpenAPI: {base}openapi.json)\n"
+        f"  auth       {auth}\n"
+        "Press Ctrl+C to stop.",
+        flush=True,
+    )
+    logger.info("serving on %s", base)
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for printing."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,241 @@
+"""``create_app``: the scratchpads over HTTP, as an ASGI app to serve or mount.
+
+Starlette: small, async, an app mounts under a path in any Starlette or FastAPI app, and
+its lifespan is a plain async context manager the host can run inside its own.
+
+Shutdown with event streams open: uvicorn, told to stop, closes idle connections and then
+*waits for open responses to finish* before it runs the lifespan's shutdown. A stream that
+ends only at lifespan shutdown keeps it waiting for ever. So the app ends its streams when
+the server *begins* to stop: it watches the ``should_exit`` flag of the server whose signal
+handler is installed (uvicorn's), and :meth:`ScratchpadApp.close_streams` does it by hand
+for other servers.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import Route
+
+from .._background import start_background
+from ..events import EventBus
+from ..layer import ScratchpadLayer
+from ..storage import StorageBackend, open_storage, resolve_storage_url
+from .context import Limits, ServerContext, layers_by_kind
+from .guard import Guard, check_token, session_value
+from .openapi import openapi_document
+from .pages import Pages
+from .problems import Problem, handle_problem, handle_unexpected
+from .scopes import ScopeRoutes
+from .stream import EventHub
+
+__all__ = ("ScratchpadApp", "create_app")
+
+logger = logging.getLogger("noetic_scratchpad.server")
+
+#: How often the app looks at the server's ``should_exit`` flag (uvicorn's own tick is 0.1 s).
+WATCH_INTERVAL = 0.05
+
+
+class ScratchpadApp(Starlette):
+    """The app ``create_app`` returns: a Starlette app with the scratchpads' endpoints."""
+
+    def __init__(
+        self,
+        ctx: ServerContext,
+        *,
+        storage_url: str | None,
+        owns_events: bool,
+        routes: list[Route],
+        middleware: list[Middleware],
+    ) -> None:
+        super().__init__(
+            routes=routes,
+            middleware=middleware,
+            exception_handlers={
+                Problem: handle_problem,
+                HTTPException: handle_problem,
+                Exception: handle_unexpected,
+            },
+            lifespan=self.lifespan,
+        )
+        self._ctx = ctx
+        self._storage_url = storage_url
+        self._owns_events = owns_events
+        self._running = False
+
+    @property
+    def events(self) -> EventBus:
+        """The app-wide bus: every scope the app opens reports here. Give it to your
+        harness (``AgentHarness(..., events=pad.events)``) to see the agents' writes too."""
+        return self._ctx.events
+
+    @property
+    def storage(self) -> StorageBackend:
+        """The backend; for a URL, opened by the lifespan (``RuntimeError`` before)."""
+        if self._ctx.backend is None:
+            raise RuntimeError(
+                "the app's storage is opened by its lifespan, which has not started; run "
+                "the app under a server, or `async with pad.lifespan():`"
+            )
+        return self._ctx.backend
+
+    def close_streams(self) -> None:
+        """End every open event stream now, and refuse new ones until the next start.
+
+        Call it when your server begins to shut down if it is not uvicorn (whose start of
+        shutdown the app notices by itself): open streams would otherwise hold it up."""
+        self._ctx.hub.stop()
+
+    @asynccontextmanager
+    async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
+        """Open storage (for a URL), start the event hub; at exit, end the streams, close
+        what the app opened. ``app`` is ignored: pass this as a host's ``lifespan=``, or
+        enter it inside the host's own lifespan."""
+        if self._running:
+            raise RuntimeError("the app's lifespan is already running")
+        self._running = True
+        ctx = self._ctx
+        opened: StorageBackend | None = None
+        try:
+            if self._storage_url is not None:
+                opened = ctx.backend = await open_storage(self._storage_url)
+            if self._owns_events and ctx.events.closed:
+                ctx.events = EventBus()  # a restart: the last run closed the app's own bus
+            ctx.hub.start(ctx.events)
+            # A task of its own rather than a task group around the ``yield``: the host's
+            # errors must reach it as they are, not wrapped in an exception group.
+            hub, epoch = ctx.hub, ctx.hub.epoch
+            _, watcher = start_background(lambda: _stop_with_server(hub, epoch))
+            try:
+                yield
+            finally:
+                if watcher is not None:
+                    watcher.cancel()
+        finally:
+            ctx.hub.stop()
+            try:
+                if opened is not None:
+                    ctx.backend = None
+                    await opened.aclose()
+            finally:
+                if self._owns_events:
+                    await ctx.events.aclose()
+                self._running = False
+
+
+async def _stop_with_server(hub: EventHub, epoch: str) -> None:
+    """End the event streams as soon as the server hosting the app starts to shut down;
+    return when the run of the hub that started it (``epoch``) is over."""
+    server = _running_server()
+    if server is None:
+        return
+    # A plain flag set by a signal handler: there is no event to wait on, only to poll.
+    while not server.should_exit:
+        if hub.closed or hub.epoch != epoch:
+            return
+        await anyio.sleep(WATCH_INTERVAL)
+    if hub.epoch == epoch:
+        logger.info("the server is shutting down; ending the event streams")
+        hub.stop()
+
+
+def _running_server() -> Any:
+    """The server whose SIGINT handler is installed, if it has a ``should_exit`` flag:
+    uvicorn's ``Server`` installs its bound ``handle_exit`` while it serves."""
+    handler = signal.getsignal(signal.SIGINT)
+    owner = getattr(handler, "__self__", None)
+    return owner if isinstance(getattr(owner, "should_exit", None), bool) else None
+
+
+def create_app(
+    storage: str | StorageBackend | None = None,
+    layers: ScratchpadLayer | Sequence[ScratchpadLayer] | None = None,
+    token: str | None = None,
+    events: EventBus | None = None,
+    *,
+    cors_origins: Sequence[str] = (),
+    trusted_hosts: Sequence[str] | None = None,
+    max_body_bytes: int = 1024 * 1024,
+    keepalive: float = 15.0,
+    recent_events: int = 200,
+) -> ScratchpadApp:
+    """The scratchpads over HTTP: an ASGI app to serve, or to mount in your app.
+
+    ``storage``: an opened backend (yours to close), or a URL the app opens in its lifespan
+    and closes at shutdown (``None``: ``$NOETIC_SCRATCHPAD_STORAGE``, else ``memory://``).
+    ``layers``: the scratchpad layers whose scopes it serves, at most one thread-scoped and
+    one resource-scoped (default: plain ones of both kinds). ``token``: when set, every
+    request needs ``Authorization: Bearer <token>`` (or the inspector's session cookie).
+    ``events``: the app-wide bus (default: the app's own, closed at shutdown).
+    ``cors_origins``: origins allowed to call it from a browser (default: none).
+    ``trusted_hosts``: when set, other ``Host`` headers are refused (DNS rebinding).
+    ``max_body_bytes``, ``keepalive`` (seconds between keep-alive comments on event
+    streams), ``recent_events`` (kept for replay): limits with safe defaults.
+
+    Raises ``ValueError`` (or ``TypeError``) for a bad argument, at once.
+    """
+    for name, value in (("max_body_bytes", max_body_bytes), ("recent_events", recent_events)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, not {value!r}")
+    if not isinstance(keepalive, int | float) or not 0 < keepalive <= 3600:
+        raise ValueError(f"keepalive must be a number of seconds in (0, 3600], not {keepalive!r}")
+    token = check_token(token)
+    by_kind = layers_by_kind(layers)
+    limits = Limits(max_body_bytes=max_body_bytes, keepalive=keepalive, recent_events=recent_events)
+    ctx = ServerContext(layers=by_kind, events=events or EventBus(), limits=limits)
+    if isinstance(storage, StorageBackend):
+        ctx.backend, storage_url = storage, None
+    elif storage is None or isinstance(storage, str):
+        storage_url = resolve_storage_url(storage)
+    else:
+        raise TypeError(f"storage must be a URL or a StorageBackend, not {storage!r}")
+    pages = Pages(
+        openapi_document(by_kind, token=token is not None, limits=limits),
+        session=session_value(token) if token else None,
+    )
+    return ScratchpadApp(
+        ctx,
+        storage_url=storage_url,
+        owns_events=events is None,
+        routes=_routes(ScopeRoutes(ctx), pages),
+        middleware=_middleware(token, trusted_hosts, cors_origins),
+    )
+
+
+def _routes(scopes: ScopeRoutes, pages: Pages) -> list[Route]:
+    return [
+        Route("/", pages.inspector, methods=["GET"]),
+        Route("/openapi.json", pages.openapi, methods=["GET"]),
+        Route("/api/scopes", scopes.list, methods=["GET"]),
+        Route("/api/scopes/{rest:path}", scopes),  # every method: ScopeRoutes dispatches
+        Route("/api/events", scopes.all_events, methods=["GET"]),
+        Route("/api/session", pages.session_info, methods=["GET"]),
+        Route("/api/session", pages.start_session, methods=["POST"]),
+        Route("/api/session", pages.end_session, methods=["DELETE"]),
+    ]
+
+
+def _middleware(
+    token: str | None, trusted_hosts: Sequence[str] | None, cors_origins: Sequence[str]
+) -> list[Middleware]:
+    middleware = [Middleware(Guard, token=token, trusted_hosts=trusted_hosts)]
+    if cors_origins:
+        # Outside the guard: a browser's preflight carries no credentials.
+        cors = Middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "PATCH", "DELETE", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+        )
+        middleware.insert(0, cors)
+    return middleware

@@ -1,0 +1,281 @@
+"""The OpenAPI 3.1 document the app serves at ``openapi.json``, written out by hand.
+
+Hand-written rather than generated from docstrings: the update body is the layer's own
+JSON schema (the one the model sees for the tool), each scope path lists exactly the
+problems it can answer with, and the raw-path routing of scope ids (see ``scopes.py``)
+has no route Starlette's schema helpers could describe.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from .. import __version__
+from ..keys import MAX_ID_BYTES, Scope
+from ..layer import LayerFunction, ScratchpadLayer
+from .context import Limits
+from .problems import MEDIA_TYPE
+
+__all__ = ("MAX_OFFSET", "openapi_document")
+
+#: The largest ``offset`` of ``GET api/scopes``.
+MAX_OFFSET = 10**9
+
+_PROBLEMS = {
+    400: "Invalid scope id, query parameter or JSON body",
+    401: "No token, or a wrong one",
+    404: "No such scope, or nothing stored for it",
+    405: "Method not allowed",
+    409: "The scratchpad is read-only",
+    413: "The body is larger than the server accepts",
+    415: "The body is not JSON",
+    422: "The update is not an object, cannot be stored, or the merged state fails the schema",
+    503: "Storage unavailable, the app not started, or shutting down",
+}
+
+
+def openapi_document(
+    layers: dict[Scope, ScratchpadLayer], *, token: bool, limits: Limits
+) -> dict[str, Any]:
+    """The document for an app serving ``layers``; ``token``: whether auth is on."""
+    schemas = _base_schemas(list(layers))
+    paths: dict[str, Any] = {
+        "/api/scopes": {"get": _list_operation(list(layers), token, limits)},
+        "/api/events": {"get": _events_operation("Events of every scope", token, limits)},
+        "/api/session": {
+            "get": _operation(
+                "Whether the server needs a token",
+                token,
+                {200: _json({"$ref": "#/components/schemas/Session"})},
+                [400],
+            ),
+            "post": _operation(
+                "Start an inspector session: a cookie standing in for the token",
+                token,
+                {204: _empty("Session cookie set", cookie=True)},
+                [400],
+            ),
+            "delete": _operation(
+                "End the inspector session", token, {204: _empty("Cookie cleared")}, [400]
+            ),
+        },
+    }
+    for kind, layer in layers.items():
+        update = layer.provides["update"]
+        parameters = update.parameters if isinstance(update, LayerFunction) else {}
+        update_schema = _hoist(dict(parameters), f"{kind}_", schemas)
+        schemas[f"{kind}_update"] = update_schema
+        base = f"/api/scopes/{kind}/{{scope_id}}"
+        paths[base] = _scope_operations(kind, token)
+        paths[base + "/events"] = {
+            "get": _events_operation(f"Events of one {kind} scope", token, limits, scoped=True)
+        }
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "noetic-scratchpad",
+            "version": __version__,
+            "description": "Read, update and reset agents' scratchpads; follow their events.",
+        },
+        "paths": paths,
+        "components": {"schemas": schemas, "parameters": _parameters(limits)},
+    }
+    if token:
+        document["components"]["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer"},
+            "session": {"type": "apiKey", "in": "cookie", "name": "noetic_scratchpad_session"},
+        }
+        document["security"] = [{"bearer": []}, {"session": []}]
+    return document
+
+
+def _scope_operations(kind: str, token: bool) -> dict[str, Any]:
+    scope_ref = {"$ref": "#/components/schemas/Scope"}
+    params = [{"$ref": "#/components/parameters/scope_id"}]
+    return {
+        "parameters": params,
+        "get": _operation(
+            f"Read a {kind} scope's stored state", token, {200: _json(scope_ref)}, [400, 404, 503]
+        ),
+        "patch": {
+            **_operation(
+                f"Deep-merge an update into a {kind} scope's state (the tool's write path)",
+                token,
+                {200: _json(scope_ref, "The state after the update")},
+                [400, 404, 409, 413, 415, 422, 503],
+            ),
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": {"$ref": f"#/components/schemas/{kind}_update"}}
+                },
+            },
+        },
+        "delete": _operation(
+            f"Reset a {kind} scope: delete its state",
+            token,
+            {204: _empty("Deleted")},
+            [400, 404, 503],
+        ),
+    }
+
+
+def _list_operation(kinds: list[Scope], token: bool, limits: Limits) -> dict[str, Any]:
+    operation = _operation(
+        "List the stored scopes, the latest write first",
+        token,
+        {200: _json({"$ref": "#/components/schemas/ScopeList"})},
+        [400, 503],
+    )
+    operation["parameters"] = [
+        {"name": "kind", "in": "query", "schema": {"type": "string", "enum": kinds}},
+        {
+            "name": "limit",
+            "in": "query",
+            "schema": {"type": "integer", "minimum": 1, "maximum": limits.list_limit},
+        },
+        {
+            "name": "offset",
+            "in": "query",
+            "schema": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
+        },
+    ]
+    return operation
+
+
+def _events_operation(
+    summary: str, token: bool, limits: Limits, *, scoped: bool = False
+) -> dict[str, Any]:
+    stream = {
+        "description": "Server-sent events: `event:` the kind, `data:` the event as JSON, "
+        "`id:` for Last-Event-ID; comments keep the connection alive",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+    operation = _operation(summary, token, {200: stream}, [400, 404, 503] if scoped else [400, 503])
+    operation["parameters"] = [
+        {"$ref": "#/components/parameters/replay"},
+        {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
+    ]
+    return operation
+
+
+def _operation(
+    summary: str, token: bool, ok: dict[int, Any], problems: list[int]
+) -> dict[str, Any]:
+    responses: dict[str, Any] = {str(status): body for status, body in ok.items()}
+    for status in [*problems, *([401] if token else [])]:
+        responses[str(status)] = {
+            "description": _PROBLEMS[status],
+            "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+    return {"summary": summary, "responses": responses}
+
+
+def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _empty(description: str, *, cookie: bool = False) -> dict[str, Any]:
+    response: dict[str, Any] = {"description": description}
+    if cookie:
+        response["headers"] = {"Set-Cookie": {"schema": {"type": "string"}}}
+    return response
+
+
+def _parameters(limits: Limits) -> dict[str, Any]:
+    return {
+        "scope_id": {
+            "name": "scope_id",
+            "in": "path",
+            "required": True,
+            "description": f"The thread or resource id, percent-encoded as one path segment "
+            f"(a '/' as %2F); at most {MAX_ID_BYTES} bytes of UTF-8",
+            "schema": {"type": "string", "minLength": 1},
+        },
+        "replay": {
+            "name": "replay",
+            "in": "query",
+            "description": "How many of the latest kept events to send first",
+            "schema": {"type": "integer", "minimum": 0, "maximum": limits.recent_events},
+        },
+    }
+
+
+def _base_schemas(kinds: list[Scope]) -> dict[str, Any]:
+    return {
+        "Problem": {
+            "type": "object",
+            "description": "RFC 9457 problem details",
+            "required": ["type", "title", "status", "detail"],
+            "properties": {
+                "type": {"type": "string"},
+                "title": {"type": "string"},
+                "status": {"type": "integer"},
+                "detail": {"type": "string"},
+                "instance": {"type": "string"},
+                "reason": {"type": "string"},
+                "errors": {"type": "array", "items": {"type": "object"}},
+            },
+        },
+        "Session": {
+            "type": "object",
+            "required": ["token_required"],
+            "properties": {"token_required": {"type": "boolean"}},
+        },
+        "Scope": {
+            "type": "object",
+            "required": ["kind", "id", "layer", "state"],
+            "properties": {
+                "kind": {"type": "string", "enum": kinds},
+                "id": {"type": "string"},
+                "layer": {"type": "string"},
+                "state": {"description": "The stored state: text, or a JSON object"},
+            },
+        },
+        "ScopeList": {
+            "type": "object",
+            "required": ["scopes", "total"],
+            "properties": {
+                "total": {"type": "integer", "minimum": 0},
+                "scopes": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["kind", "id", "layer", "size", "updated_at"],
+                        "properties": {
+                            "kind": {"type": "string", "enum": kinds},
+                            "id": {"type": "string"},
+                            "layer": {"type": "string"},
+                            "size": {"type": "integer", "description": "bytes of stored JSON"},
+                            "updated_at": {"type": "string", "format": "date-time"},
+                        },
+                    },
+                },
+            },
+        },
+    }
+
+
+def _hoist(schema: Mapping[str, Any], prefix: str, into: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``$defs`` moved into ``into`` (named ``prefix + name``) and its
+    ``#/$defs/...`` references pointed there: inside an OpenAPI document, ``#`` is the
+    document, not the schema."""
+    own = copy.deepcopy(dict(schema))
+    defs = own.pop("$defs", {})
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                node = {**node, "$ref": "#/components/schemas/" + prefix + ref[len("#/$defs/") :]}
+            return {key: rewrite(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [rewrite(item) for item in node]
+        return node
+
+    for name, definition in defs.items():
+        into[prefix + name] = rewrite(definition)
+    result: dict[str, Any] = rewrite(own)
+    return result

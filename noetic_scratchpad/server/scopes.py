@@ -1,0 +1,244 @@
+"""The scope endpoints: list, read, update, reset, and one scope's event stream.
+
+A scope is addressed as ``api/scopes/{kind}/{id}[/{action}]``, the id percent-encoded as
+one path segment (``a/b`` is ``a%2Fb``: ``a`` and ``a/b`` are two scopes). Servers hand
+the app the *decoded* path, where that ``/`` is lost, so the id is read from the raw path
+instead. One route takes every method and action and dispatches through
+:attr:`ScopeRoutes.actions`: an action is a table of methods to handlers, so a new one
+(``history``, ``revert``) is one entry and one handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, unquote, unquote_to_bytes
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ..errors import ScratchpadUpdateError
+from ..events import ScratchpadEvent
+from ..keys import SCOPES, layer_prefix, parse_state_key, state_key
+from ..keys import Scope as ScopeKind
+from ..layer.arguments import fix_hint
+from .context import ServerContext
+from .inputs import int_param, json_response, read_json_object
+from .openapi import MAX_OFFSET
+from .problems import Problem, storage_errors, update_problem
+from .stream import EventStream
+
+__all__ = ("ScopeRoutes", "Target")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The scope a request is about."""
+
+    kind: ScopeKind
+    id: str
+    layer_id: str
+
+    @property
+    def key(self) -> str:
+        return state_key(self.layer_id, self.kind, self.id)
+
+    def body(self, state: Any) -> dict[str, Any]:
+        """A scope as the API shows it."""
+        return {"kind": self.kind, "id": self.id, "layer": self.layer_id, "state": state}
+
+
+Handler = Callable[[Request, Target], Awaitable[Response]]
+
+
+class ScopeRoutes:
+    """The endpoints under ``api/scopes`` and ``api/events``."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+        self.actions: dict[str, dict[str, Handler]] = {
+            "": {"GET": self.read, "PATCH": self.update, "DELETE": self.reset},
+            "events": {"GET": self.scope_events},
+        }
+
+    # -- api/scopes ------------------------------------------------------------------------
+
+    async def list(self, request: Request) -> Response:
+        """Every stored scope of the served layers, the latest write first."""
+        ctx = self.ctx
+        kind = request.query_params.get("kind")
+        if kind is not None and kind not in ctx.layers:
+            raise Problem(
+                400,
+                "Invalid query parameter",
+                f"`kind` must be one of {', '.join(ctx.layers)}, not {kind!r}.",
+                kind="invalid-parameter",
+            )
+        limit = int_param(request, "limit", ctx.limits.list_limit, 1, ctx.limits.list_limit)
+        offset = int_param(request, "offset", 0, 0, MAX_OFFSET)
+        backend = ctx.storage()
+        rows: list[dict[str, Any]] = []
+        with storage_errors(), anyio.fail_after(ctx.read_timeout()):
+            for layer_id in dict.fromkeys(layer.id for layer in ctx.layers.values()):
+                for info in await backend.describe(layer_prefix(layer_id)):
+                    ref = parse_state_key(info.key)
+                    if ref is None or (kind is not None and ref.kind != kind):
+                        continue
+                    served = ctx.layers.get(ref.kind)
+                    if served is None or served.id != ref.layer_id:
+                        continue
+                    rows.append(
+                        {
+                            "kind": ref.kind,
+                            "id": ref.scope_id,
+                            "layer": ref.layer_id,
+                            "size": info.size,
+                            "updated_at": _iso(info.updated_at),
+                        }
+                    )
+        rows.sort(key=lambda row: (row["updated_at"], row["kind"], row["id"]), reverse=True)
+        return json_response({"scopes": rows[offset : offset + limit], "total": len(rows)})
+
+    # -- api/scopes/{kind}/{id}[/{action}] -------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        target, action = self._target(scope)
+        methods = self.actions.get(action)
+        if methods is None:
+            raise Problem(
+                404,
+                "Not Found",
+                f"A scope has no endpoint {action!r}. Percent-encode a '/' in a scope id "
+                "as %2F: the id is one path segment.",
+            )
+        handler = methods.get(request.method)
+        if handler is None:
+            allowed = ", ".join(methods)
+            raise Problem(
+                405,
+                "Method Not Allowed",
+                f"This endpoint does not accept {request.method}; it accepts: {allowed}.",
+                headers={"Allow": allowed},
+            )
+        response = await handler(request, target)
+        await response(scope, receive, send)
+
+    def _target(self, scope: Scope) -> tuple[Target, str]:
+        """(the scope addressed, the action) from the raw path's last segments."""
+        raw = scope.get("raw_path")
+        path = raw.decode("latin-1") if raw else quote(scope["path"], safe="/")
+        parts = path.split("/")
+        if len(parts) >= 3 and parts[-3] == "scopes":
+            tail = [*parts[-2:], ""]
+        elif len(parts) >= 4 and parts[-4] == "scopes":
+            tail = parts[-3:]
+        else:
+            tail = []
+        # The route matched the decoded path: it must decode to the same tail, so that
+        # no other reading of the path is possible.
+        rest = "/".join(unquote(part) for part in tail).removesuffix("/")
+        if not tail or rest != scope.get("path_params", {}).get("rest"):
+            raise Problem(
+                404,
+                "Not Found",
+                "Address a scope as api/scopes/{kind}/{id}, the id percent-encoded as one "
+                "path segment (a '/' in it as %2F).",
+            )
+        kind, encoded, action = tail
+        layer = self.ctx.layer(kind)
+        try:
+            scope_id = unquote_to_bytes(encoded).decode("utf-8")
+        except UnicodeDecodeError:
+            raise Problem(
+                400,
+                "Invalid scope id",
+                "The scope id's percent-encoding is not UTF-8; encode ids as UTF-8.",
+                kind="invalid-scope-id",
+            ) from None
+        checked_kind: ScopeKind = next(k for k in SCOPES if k == kind)
+        return Target(checked_kind, self.ctx.check_id(kind, scope_id), layer.id), action
+
+    async def read(self, request: Request, target: Target) -> Response:
+        """The stored state; 404 when nothing is stored for the scope."""
+        with storage_errors(), anyio.fail_after(self.ctx.read_timeout(target.kind)):
+            state = await self.ctx.storage().get(target.key)
+        if state is None:
+            raise _not_stored(target)
+        return json_response(target.body(state))
+
+    async def update(self, request: Request, target: Target) -> Response:
+        """Deep-merge the body into the state: the tool's write path, events say "api"."""
+        values = await read_json_object(request, self.ctx.limits.max_body_bytes)
+        handle = self.ctx.handle(target.kind, target.id)
+        try:
+            with storage_errors():
+                await handle.update(values)
+        except ScratchpadUpdateError as exc:
+            raise update_problem(exc, _hint(exc.reason, handle.tool_name)) from None
+        return json_response(target.body(handle.snapshot))
+
+    async def reset(self, request: Request, target: Target) -> Response:
+        """Delete the scope's state; 404 when nothing is stored."""
+        backend = self.ctx.storage()
+        with storage_errors(), anyio.fail_after(self.ctx.read_timeout(target.kind)):
+            if await backend.get(target.key) is None:
+                raise _not_stored(target)
+            await backend.delete(target.key)
+        return Response(status_code=204)
+
+    # -- event streams ---------------------------------------------------------------------
+
+    async def scope_events(self, request: Request, target: Target) -> Response:
+        """Server-sent events of one scope. (Events do not name the kind of scope: a thread
+        and a resource of the same id and layer share a stream.)"""
+
+        def accepts(event: ScratchpadEvent) -> bool:
+            return event.scope_key == target.id and event.layer_id == target.layer_id
+
+        return self._stream(request, accepts)
+
+    async def all_events(self, request: Request) -> Response:
+        """Server-sent events of every scope the app's bus hears of."""
+        return self._stream(request, _everything)
+
+    def _stream(self, request: Request, accepts: Callable[[ScratchpadEvent], bool]) -> EventStream:
+        limits = self.ctx.limits
+        return EventStream(
+            self.ctx.hub,
+            accepts,
+            keepalive=limits.keepalive,
+            last_event_id=request.headers.get("last-event-id"),
+            replay=int_param(request, "replay", 0, 0, limits.recent_events),
+        )
+
+
+def _everything(event: ScratchpadEvent) -> bool:
+    return True
+
+
+def _not_stored(target: Target) -> Problem:
+    return Problem(
+        404,
+        "Nothing stored",
+        f"No state is stored for {target.kind} {target.id!r}; PATCH it to create it, or GET "
+        "api/scopes to see what is stored.",
+        kind="not-found",
+    )
+
+
+def _hint(reason: str, tool: str) -> str:
+    """The model's hint for ``reason``, to strip from a refusal's message."""
+    try:
+        return fix_hint(reason, tool)
+    except KeyError:
+        return ""
+
+
+def _iso(timestamp: float) -> str:
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

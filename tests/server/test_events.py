@@ -1,0 +1,188 @@
+"""``GET .../events``: server-sent events of the app's bus, subscribed before the first
+byte, kept alive, replayable, and ended cleanly and quickly when the server shuts down."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.types import Message
+
+from noetic_scratchpad import UpdateApplied, scratchpad
+from noetic_scratchpad.events import EventBus
+from noetic_scratchpad.server import ScratchpadApp, create_app
+from noetic_scratchpad.server.stream import EventHub, EventStream
+from noetic_scratchpad.storage import MemoryStorage, register_backend
+
+from .helpers import SseReader, TaskNotes, served, sse
+
+
+class RecordingStorage(MemoryStorage):
+    """``recording://``: memory storage that remembers being closed."""
+
+    opened: list[RecordingStorage] = []  # noqa: RUF012 - shared on purpose
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+        RecordingStorage.opened.append(self)
+
+    async def aclose(self) -> None:
+        self.closed = True
+        await super().aclose()
+
+
+async def _open_recording(url: str, **options: Any) -> RecordingStorage:
+    return RecordingStorage()
+
+
+register_backend("recording", _open_recording)
+
+
+@asynccontextmanager
+async def client_of(url: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        yield client
+
+
+def applied(scope_key: str) -> UpdateApplied:
+    return UpdateApplied(layer_id="scratchpad", scope_key=scope_key, source="api", keys=("a",))
+
+
+@pytest.mark.asyncio
+async def test_the_stream_is_subscribed_before_the_headers_go_out() -> None:
+    """An event emitted the instant the response starts (as a client would cause on seeing
+    the headers) is in the stream: the subscription came first."""
+    bus = EventBus()
+    hub = EventHub(recent=10, buffer=10)
+    hub.start(bus)
+    stream = EventStream(hub, lambda event: True, keepalive=30, last_event_id=None, replay=0)
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.start":
+            bus.emit(applied("t1"))
+        elif message.get("body", b"").count(b"event: update_applied") and len(sent) < 4:
+            hub.stop()  # got it: end the stream
+
+    async def receive() -> Message:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    await asyncio.wait_for(stream({"type": "http"}, receive, send), 5)
+    body = b"".join(message.get("body", b"") for message in sent)
+    assert b"event: update_applied" in body
+    assert b'"scope_key":"t1"' in body
+    assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+@pytest.mark.asyncio
+async def test_events_reach_every_stream_and_a_scope_stream_only_its_own() -> None:
+    pad = create_app("memory://", layers=[scratchpad(schema=TaskNotes)], keepalive=0.2)
+    async with served(pad) as server, client_of(server.url) as client:
+        async with (
+            sse(client, "/api/events") as everything,
+            sse(client, "/api/scopes/thread/t1/events") as only_t1,
+        ):
+            await client.patch("/api/scopes/thread/t2", json={"currentGoal": "other"})
+            await client.patch("/api/scopes/thread/t1", json={"currentGoal": "mine"})
+            await client.patch("/api/scopes/thread/t1", json={"blockers": "not a list"})
+            await everything.wait_for(lambda r: len(r.events) == 3)
+            await only_t1.wait_for(lambda r: len(r.events) == 2)
+            # Quiet now: the keep-alive comments keep proxies from closing the stream.
+            await only_t1.wait_for(lambda r: "keep-alive" in r.comments, 2)
+        kinds = [(e.event, e.data["scope_key"]) for e in everything.events]
+        assert kinds == [
+            ("update_applied", "t2"),
+            ("update_applied", "t1"),
+            ("update_rejected", "t1"),
+        ]
+        assert [e.event for e in only_t1.events] == ["update_applied", "update_rejected"]
+        rejected = only_t1.events[1].data
+        assert (rejected["hook"], rejected["reason"]) == ("api", "schema")
+        assert rejected["errors"][0]["loc"] == ["blockers"]
+        assert only_t1.events[0].data["source"] == "api"
+
+
+@pytest.mark.asyncio
+async def test_replay_and_last_event_id_resume_without_gaps() -> None:
+    pad = create_app("memory://", recent_events=50)
+    async with served(pad) as server, client_of(server.url) as client:
+        for n in range(4):
+            await client.patch(f"/api/scopes/thread/t{n}", json={"n": n})
+        async with sse(client, "/api/events?replay=2") as replayed:
+            await replayed.wait_for(lambda r: len(r.events) == 2)
+        assert [e.data["scope_key"] for e in replayed.events] == ["t2", "t3"]
+        first_id = replayed.events[0].id
+        assert first_id is not None
+        headers = {"Last-Event-ID": first_id}
+        async with sse(client, "/api/events", headers) as resumed:
+            await client.patch("/api/scopes/thread/t4", json={"n": 4})
+            await resumed.wait_for(lambda r: len(r.events) == 2)
+        assert [e.data["scope_key"] for e in resumed.events] == ["t3", "t4"]
+        stale = {"Last-Event-ID": "another-epoch-3"}  # a restarted server: all it kept
+        async with sse(client, "/api/events", stale) as restarted:
+            await restarted.wait_for(lambda r: len(r.events) == 5)
+
+
+@pytest.mark.asyncio
+async def test_close_streams_ends_them_and_refuses_new_ones() -> None:
+    pad = create_app("memory://")
+    async with served(pad) as server, client_of(server.url) as client:
+        async with sse(client, "/api/events") as reader:
+            pad.close_streams()
+            await reader.wait_for(lambda r: r.ended_cleanly, 2)
+        refused = await client.get("/api/events")
+        assert refused.status_code == 503
+        assert refused.json()["type"].endswith(":shutting-down")
+
+
+async def _stop_with_clients(
+    app: Starlette | ScratchpadApp, pad: ScratchpadApp, prefix: str
+) -> None:
+    """Two connected stream clients, then a shutdown as SIGINT starts it: the server is
+    gone within a second, both streams ended cleanly, the app's storage is closed."""
+    RecordingStorage.opened.clear()
+    async with served(app) as server, client_of(server.url) as client:
+        readers: list[SseReader] = []
+        async with (
+            sse(client, f"{prefix}/api/events") as everything,
+            sse(client, f"{prefix}/api/scopes/thread/t1/events") as one,
+        ):
+            readers = [everything, one]
+            await client.patch(f"{prefix}/api/scopes/thread/t1", json={"a": 1})
+            await one.wait_for(lambda r: len(r.events) == 1)
+            seconds = await server.stop()
+            for reader in readers:
+                await reader.wait_for(lambda r: r.ended_cleanly, 1)
+    assert seconds < 1.0, f"shutdown took {seconds:.2f} s with streams open"
+    (storage,) = RecordingStorage.opened
+    assert storage.closed
+    assert pad.events.closed  # the app's own bus, closed with it
+
+
+@pytest.mark.asyncio
+async def test_shutdown_with_connected_clients_is_quick_and_clean() -> None:
+    pad = create_app("recording://")
+    await _stop_with_clients(pad, pad, "")
+
+
+@pytest.mark.asyncio
+async def test_shutdown_of_a_host_app_with_the_app_mounted_in_it() -> None:
+    """As FastAPI(lifespan=...) with app.mount(...): the host's server, the host's lifespan."""
+    pad = create_app("recording://")
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with pad.lifespan(app):
+            yield
+
+    host = Starlette(routes=[Mount("/scratchpad", app=pad)], lifespan=lifespan)
+    await _stop_with_clients(host, pad, "/scratchpad")

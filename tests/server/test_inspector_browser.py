@@ -1,0 +1,163 @@
+"""The web inspector in a real browser: Debian's chromium, driven by Playwright.
+
+It opens the page with the token in the URL's fragment (which never reaches the server),
+sees a scope appear when an update is made through the API, sees a rejected update listed
+with its reason, follows the selected scope's state live, and saves the screenshot that
+docs/server.md shows. Runs in CI always (``.ci/run`` installs chromium); elsewhere it is
+skipped, with the reason, where chromium is missing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import IN_CI
+
+from noetic_scratchpad import scratchpad
+from noetic_scratchpad.server import create_app
+
+from .helpers import AUTH, TOKEN, TaskNotes, served
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "images" / "inspector.png"
+
+
+def require_chromium() -> None:
+    if os.path.exists(CHROMIUM):
+        return
+    if IN_CI:
+        pytest.fail(f"{CHROMIUM} is missing: .ci/run installs it (apt-get install chromium)")
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); CI installs it")
+
+
+SEED = {
+    "billing-migration": {
+        "currentGoal": "Move billing to the payments platform without downtime",
+        "completedSteps": ["Mapped the invoice fields", "Dual-write enabled in staging"],
+        "blockers": [],
+    },
+    "onboarding-user-118": {
+        "currentGoal": "Set up the workspace for a new team",
+        "completedSteps": ["Created the project"],
+    },
+}
+
+
+@pytest.mark.asyncio
+async def test_the_inspector_follows_scopes_state_and_events_live() -> None:
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    pad = create_app(
+        "memory://",
+        layers=[scratchpad(schema=TaskNotes), scratchpad(scope="resource")],
+        token=TOKEN,
+    )
+    async with (
+        served(pad) as server,
+        httpx.AsyncClient(base_url=server.url, headers=AUTH) as api,
+        async_playwright() as playwright,
+    ):
+        for scope_id, state in SEED.items():
+            await api.patch(f"/api/scopes/thread/{scope_id}", json=state)
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 760})
+            await page.goto(f"{server.url}/#token={TOKEN}")
+            await expect(page.locator("#status")).to_have_text("live")
+            assert TOKEN not in page.url  # the fragment is dropped once used
+
+            # A scope appears when an update is made through the API.
+            ticket = page.locator('tr.scope[data-id="support-ticket-4821"]')
+            await expect(ticket).to_have_count(0)
+            await api.patch(
+                "/api/scopes/thread/support-ticket-4821",
+                json={"currentGoal": "Refund the duplicate charge on order 4821"},
+            )
+            await expect(ticket).to_be_visible()
+            await ticket.click()
+            state = page.locator("#state-body")
+            await expect(state).to_contain_text("Refund the duplicate charge")
+
+            # The selected scope's state follows the writes.
+            await api.patch(
+                "/api/scopes/thread/support-ticket-4821",
+                json={"completedSteps": ["Found the duplicate", "Refund issued"]},
+            )
+            await expect(state.locator('[data-key="completedSteps"]')).to_contain_text(
+                "Refund issued"
+            )
+
+            # A rejected update is listed, with its reason and the field at fault.
+            refused = await api.patch(
+                "/api/scopes/thread/support-ticket-4821", json={"blockers": "waiting on bank"}
+            )
+            assert refused.status_code == 422
+            rejected = page.locator(".event.rejected")
+            await expect(rejected).to_have_count(1)
+            await expect(rejected).to_contain_text("rejected (schema)")
+            await expect(rejected).to_contain_text("blockers: Input should be a valid list")
+            await expect(state.locator(".notice")).to_contain_text("rejected (schema)")
+            await expect(page.locator(".event.applied")).to_have_count(4)
+
+            # A write by another process sharing the storage raises no event here: the
+            # page polls, and shows it within a few seconds.
+            elsewhere = await scratchpad(schema=TaskNotes).open(pad.storage, thread_id="batch-job")
+            await elsewhere.update({"currentGoal": "Nightly reconciliation"})
+            other = page.locator('tr.scope[data-id="batch-job"]')
+            await expect(other).to_be_visible(timeout=8000)
+            await other.click()
+            await expect(state).to_contain_text("Nightly reconciliation")
+            await elsewhere.update({"completedSteps": ["Matched 1,204 payouts"]})
+            await expect(state).to_contain_text("Matched 1,204 payouts", timeout=8000)
+            await expect(page.locator(".event.applied")).to_have_count(4)
+            await ticket.click()
+            await expect(state).to_contain_text("Refund issued")
+
+            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(SCREENSHOT))
+        finally:
+            await browser.close()
+    assert SCREENSHOT.stat().st_size > 10_000
+
+
+@pytest.mark.asyncio
+async def test_the_inspector_asks_for_the_token_and_refuses_a_wrong_one() -> None:
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    pad = create_app("memory://", token=TOKEN)
+    async with served(pad) as server, async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(server.url + "/")
+            await expect(page.locator("#login")).to_be_visible()
+            await page.fill("#token", "wrong-token")
+            await page.click("#signin")
+            await expect(page.locator("#login-error")).to_have_text("That token was refused.")
+            await page.fill("#token", TOKEN)
+            await page.click("#signin")
+            await expect(page.locator("#status")).to_have_text("live")
+            await expect(page.locator("#login")).to_be_hidden()
+            await page.reload()  # the session cookie carries on
+            await expect(page.locator("#status")).to_have_text("live")
+            await page.click("#signout")
+            await expect(page.locator("#login")).to_be_visible()
+        finally:
+            await browser.close()
