@@ -33,6 +33,9 @@ class ScratchpadEvent(BaseModel):
     kind: str
     layer_id: str
     scope_key: str
+    #: The kind of scope ``scope_key`` names (a thread and a resource may share an id);
+    #: ``None`` from code that does not say.
+    scope: Literal["thread", "resource"] | None = None
     execution_id: str | None = None
     at: float = Field(default_factory=time.time)
 

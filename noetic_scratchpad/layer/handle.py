@@ -10,6 +10,7 @@ from ..context import ExecutionContext
 from ..edits import edited_keys
 from ..errors import ScratchpadConflictError, ScratchpadHistoryError
 from ..events import WriteSource
+from ..keys import Scope
 from ..render import contains_float
 from ..storage import ScopedStorage
 from .arguments import applied_text, edited_text
@@ -46,6 +47,7 @@ class ScratchpadHandle:
         layer_id: str,
         scope_key: str,
         budget: int,
+        scope: Scope = "thread",
     ) -> None:
         self.layer = owner
         """The layer this handle belongs to."""
@@ -61,7 +63,11 @@ class ScratchpadHandle:
         self._edits = pipeline.config.edit_tool
         self.edit_tool_name = f"{layer_id}/edit"
         """The edit tool's name as the model sees it (see ``tool_name``)."""
-        self._writer = ScopeWriter(pipeline, storage, ctx, layer_id=layer_id, scope_key=scope_key)
+        self.scope = scope
+        """The kind of scope ``scope_key`` names: ``"thread"`` or ``"resource"``."""
+        self._writer = ScopeWriter(
+            pipeline, storage, ctx, layer_id=layer_id, scope_key=scope_key, scope=scope
+        )
         # (state object, whether it holds floats): lets recall pick the fast renderer.
         self._floats: tuple[Any, bool] | None = None
         # (state object, its JSON) after a write: copies of it need no encoding.
@@ -232,6 +238,7 @@ class ScratchpadHandle:
             self.ctx,
             layer_id=self._layer_id,
             scope_key=self.scope_key,
+            scope=self.scope,
             has_floats=self.floats_hint(state),
         )
         return view.text or ""

@@ -141,8 +141,10 @@ class ScratchpadLayer:
         limit = budget.max if isinstance(budget, Budget) else budget
         handle = ctx.context.get(self.id)
         hint = handle.floats_hint(state) if isinstance(handle, ScratchpadHandle) else None
-        scope_key = ctx.scope_key(self.scope)
-        view = view_of(state, limit, ctx, layer_id=self.id, scope_key=scope_key, has_floats=hint)
+        kind, scope_key = ctx.scope_of(self.scope)
+        view = view_of(
+            state, limit, ctx, layer_id=self.id, scope_key=scope_key, scope=kind, has_floats=hint
+        )
         if view.text is None:
             return None
         return RecallResult(
@@ -204,7 +206,9 @@ class ScratchpadLayer:
         self, storage: ScopedStorage | None, ctx: ExecutionContext, state: ScratchpadState
     ) -> ScratchpadHandle:
         """Attach a handle to ``ctx.context[self.id]`` and return it."""
-        scope_key = storage.scope_key if storage else ctx.scope_key(self.scope)
+        kind, scope_key = (
+            (storage.scope, storage.scope_key) if storage else ctx.scope_of(self.scope)
+        )
         handle = ScratchpadHandle(
             self,
             self.pipeline,
@@ -214,6 +218,7 @@ class ScratchpadLayer:
             layer_id=self.id,
             scope_key=scope_key,
             budget=self.budget.max,
+            scope=kind,
         )
         ctx.context[self.id] = handle
         return handle

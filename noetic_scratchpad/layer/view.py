@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..context import ExecutionContext
 from ..events import ViewTruncated
+from ..keys import Scope
 from ..render import RenderedView, estimate_tokens, render_view
 from .config import ScratchpadState
 
@@ -17,6 +18,7 @@ def view_of(
     *,
     layer_id: str,
     scope_key: str,
+    scope: Scope,
     has_floats: bool | None = None,
 ) -> RenderedView:
     """The block for ``state`` in at most ``limit`` tokens; a cut block emits ``ViewTruncated``."""
@@ -26,6 +28,7 @@ def view_of(
             ViewTruncated(
                 layer_id=layer_id,
                 scope_key=scope_key,
+                scope=scope,
                 execution_id=ctx.execution_id,
                 budget=limit,
                 total_tokens=view.total_tokens,

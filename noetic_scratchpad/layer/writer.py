@@ -30,6 +30,7 @@ from ..errors import (
     StorageOutcomeUnknownError,
 )
 from ..events import StateDiscarded, UpdateApplied, UpdateRejected, WriteSource
+from ..keys import Scope
 from ..render import contains_float
 from ..storage import ScopedStorage
 from ..storage.base import Commit, CommitFn, Revision
@@ -96,6 +97,7 @@ async def load(
         StateDiscarded(
             layer_id=layer_id,
             scope_key=storage.scope_key,
+            scope=storage.scope,
             execution_id=ctx.execution_id,
             reason=reason,
             errors=tuple(errors),
@@ -116,8 +118,10 @@ class ScopeWriter:
         *,
         layer_id: str,
         scope_key: str,
+        scope: Scope = "thread",
     ) -> None:
         self.pipeline = pipeline
+        self.scope = scope
         self.storage = storage
         self.ctx = ctx
         self.layer_id = layer_id
@@ -173,6 +177,7 @@ class ScopeWriter:
             UpdateApplied(
                 layer_id=self.layer_id,
                 scope_key=self.scope_key,
+                scope=self.scope,
                 execution_id=self.ctx.execution_id,
                 source=source,
                 keys=keys,
@@ -259,6 +264,7 @@ class ScopeWriter:
             UpdateRejected(
                 layer_id=self.layer_id,
                 scope_key=self.scope_key,
+                scope=self.scope,
                 execution_id=self.ctx.execution_id,
                 hook=source,
                 reason=reason,

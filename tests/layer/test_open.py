@@ -132,3 +132,20 @@ async def test_default_tool_name_is_the_layer_tool() -> None:
     with pytest.raises(ScratchpadUpdateError) as raised:
         await handle.call("update", "[1]")
     assert "scratchpad/update" in raised.value.message
+
+
+async def test_events_name_the_kind_of_scope() -> None:
+    """A thread and a resource may share an id: the events say which one they are about."""
+    bus = EventBus()
+    backend = MemoryStorage()
+    with capture_events(bus) as events:
+        thread = await scratchpad().open(backend, thread_id="u1", events=bus)
+        resource = await scratchpad(scope="resource").open(
+            backend, thread_id="t9", resource_id="u1", events=bus
+        )
+        await thread.update({"a": 1})
+        await resource.update({"b": 1})
+    assert [(event.scope, event.scope_key) for event in events] == [
+        ("thread", "u1"),
+        ("resource", "u1"),
+    ]
