@@ -18,7 +18,7 @@ from .config import STATE_KEY, ScratchpadState
 from .journal import HistoryEntry, history_of, state_at
 from .pipeline import Rewrite, UpdatePipeline, copy_state
 from .view import view_of
-from .writer import Loaded, Prepare, ScopeWriter, Written, load
+from .writer import Loaded, Prepare, ScopeWriter, Written, conflict, load
 
 __all__ = ("ScratchpadHandle", "copy_state")
 
@@ -198,17 +198,25 @@ class ScratchpadHandle:
             self.state, self.revision, ((row.revision, row.written_at, row.entry) for row in rows)
         )
 
-    async def revert(self, revision: int) -> None:
+    async def revert(self, revision: int, *, expected_revision: int | None = None) -> None:
         """Make the state as it was right after ``revision`` the scope's new revision,
         journaled with source ``revert`` and checked by the schema gate.
 
-        Raises ``ScratchpadHistoryError`` when the journal does not reach back to
-        ``revision``, and the errors of :meth:`update`; the stored state is then unchanged.
+        ``expected_revision``: revert only if the stored revision is still this one, else
+        raise ``ScratchpadConflictError`` (without it, a write that lands while the revert
+        rebuilds the state makes it try again). Raises ``ScratchpadHistoryError`` when the
+        journal does not reach back to ``revision``, and the errors of :meth:`update`; the
+        stored state is then unchanged.
         """
         storage = self._require_storage("revert")
-        for attempt in range(_REVERT_ATTEMPTS):
+        attempts = 1 if expected_revision is not None else _REVERT_ATTEMPTS
+        for attempt in range(attempts):
             found = await storage.get_revision(STATE_KEY)
             current, at = (None, 0) if found is None else (found.value, found.revision)
+            if expected_revision is not None and at != expected_revision:
+                refused = conflict(expected_revision, at)
+                self._writer.reject("revert", None, refused)
+                raise refused
             rows = [] if at <= revision else await storage.journal(STATE_KEY, limit=at - revision)
             try:
                 target = state_at(revision, current, at, ((r.revision, r.entry) for r in rows))
@@ -221,7 +229,7 @@ class ScratchpadHandle:
                 await self.apply(change, source="revert", expected_revision=at, prepare=_as_is)
                 return
             except ScratchpadConflictError:
-                if attempt + 1 == _REVERT_ATTEMPTS:
+                if attempt + 1 == attempts:
                     raise  # another writer keeps changing it: the caller decides
 
     def block(self, budget: int | None = None) -> str:

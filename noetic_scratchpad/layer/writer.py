@@ -38,7 +38,7 @@ from .config import STATE_KEY, UPDATE_TOOL, ScratchpadState
 from .journal import entry_of
 from .pipeline import Rewrite, UpdatePipeline
 
-__all__ = ("Change", "Loaded", "ScopeWriter", "Written", "load")
+__all__ = ("Change", "Loaded", "ScopeWriter", "Written", "conflict", "load")
 
 #: A write's change: an update to merge, or a :class:`~.pipeline.Rewrite`.
 Change = Mapping[str, Any] | Rewrite
@@ -208,7 +208,7 @@ class ScopeWriter:
 
         def transition(stored: Revision) -> Commit:
             if expected is not None and stored.revision != expected:
-                raise _conflict(expected, stored.revision)
+                raise conflict(expected, stored.revision)
             value = stored.value
             result = pipeline.transition(value, change, passed=passed, cleaned=True, tool=tool)
             # From the state object the caller knows (no one else wrote since), whether the
@@ -286,7 +286,8 @@ class _WriteTimeout(Exception):
         )
 
 
-def _conflict(expected: int, actual: int) -> ScratchpadConflictError:
+def conflict(expected: int, actual: int) -> ScratchpadConflictError:
+    """The refusal of a write that expected revision ``expected`` and found ``actual``."""
     return ScratchpadConflictError(
         f"The scratchpad changed since revision {expected}: it is at revision {actual} "
         "now, so nothing was written. Read it again and decide on the new state.",

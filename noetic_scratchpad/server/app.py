@@ -235,7 +235,8 @@ def _middleware(
             CORSMiddleware,
             allow_origins=list(cors_origins),
             allow_methods=["GET", "PATCH", "DELETE", "POST"],
-            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+            allow_headers=["Authorization", "Content-Type", "If-Match", "Last-Event-ID"],
+            expose_headers=["ETag"],  # for If-Match: a cross-origin script must read it
         )
         middleware.insert(0, cors)
     return middleware

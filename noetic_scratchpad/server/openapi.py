@@ -17,6 +17,8 @@ from ..keys import MAX_ID_BYTES, Scope
 from ..layer import LayerFunction, ScratchpadLayer
 from .context import Limits
 from .problems import MEDIA_TYPE
+from .revisions import MAX_HISTORY
+from .schemas import base_schemas
 
 __all__ = ("MAX_OFFSET", "openapi_document")
 
@@ -28,11 +30,12 @@ _PROBLEMS = {
     401: "No token, or a wrong one",
     404: "No such scope, or nothing stored for it",
     405: "Method not allowed",
-    409: "The scratchpad is read-only",
+    409: "The scratchpad is read-only, or the revision cannot be restored",
+    412: "If-Match does not name the stored state",
     413: "The body is larger than the server accepts",
     415: "The body is not JSON",
-    422: "The update is not an object, cannot be stored, or the merged state fails the schema",
-    503: "Storage unavailable, the app not started, or shutting down",
+    422: "The body is not an object or not a revert, cannot be stored, or fails the schema",
+    503: "Storage unavailable, the app not started, shutting down, or the scope too busy",
 }
 
 
@@ -40,7 +43,7 @@ def openapi_document(
     layers: dict[Scope, ScratchpadLayer], *, token: bool, limits: Limits
 ) -> dict[str, Any]:
     """The document for an app serving ``layers``; ``token``: whether auth is on."""
-    schemas = _base_schemas(list(layers))
+    schemas = base_schemas(list(layers))
     paths: dict[str, Any] = {
         "/api/scopes": {"get": _list_operation(list(layers), token, limits)},
         "/api/events": {"get": _events_operation("Events of every scope", token, limits)},
@@ -69,6 +72,8 @@ def openapi_document(
         schemas[f"{kind}_update"] = update_schema
         base = f"/api/scopes/{kind}/{{scope_id}}"
         paths[base] = _scope_operations(kind, token)
+        paths[base + "/history"] = {"get": _history_operation(kind, token)}
+        paths[base + "/revert"] = {"post": _revert_operation(kind, token)}
         paths[base + "/events"] = {
             "get": _events_operation(f"Events of one {kind} scope", token, limits, scoped=True)
         }
@@ -92,33 +97,83 @@ def openapi_document(
 
 
 def _scope_operations(kind: str, token: bool) -> dict[str, Any]:
-    scope_ref = {"$ref": "#/components/schemas/Scope"}
     params = [{"$ref": "#/components/parameters/scope_id"}]
+    patch = _operation(
+        f"Deep-merge an update into a {kind} scope's state (the tool's write path)",
+        token,
+        {200: _scope("The state after the update")},
+        [400, 404, 409, 412, 413, 415, 422, 503],
+    )
+    patch["parameters"] = [{"$ref": "#/components/parameters/if_match"}]
+    patch["requestBody"] = _body(f"{kind}_update")
     return {
         "parameters": params,
         "get": _operation(
-            f"Read a {kind} scope's stored state", token, {200: _json(scope_ref)}, [400, 404, 503]
+            f"Read a {kind} scope's stored state and revision",
+            token,
+            {200: _scope("The stored state")},
+            [400, 404, 503],
         ),
-        "patch": {
-            **_operation(
-                f"Deep-merge an update into a {kind} scope's state (the tool's write path)",
-                token,
-                {200: _json(scope_ref, "The state after the update")},
-                [400, 404, 409, 413, 415, 422, 503],
-            ),
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {"schema": {"$ref": f"#/components/schemas/{kind}_update"}}
-                },
-            },
-        },
+        "patch": patch,
         "delete": _operation(
-            f"Reset a {kind} scope: delete its state",
+            f"Reset a {kind} scope: delete its state, revision and history",
             token,
             {204: _empty("Deleted")},
             [400, 404, 503],
         ),
+    }
+
+
+def _history_operation(kind: str, token: bool) -> dict[str, Any]:
+    operation = _operation(
+        f"A {kind} scope's journaled writes, newest first, each with its diff",
+        token,
+        {200: _json({"$ref": "#/components/schemas/History"})},
+        [400, 404, 503],
+    )
+    operation["parameters"] = [
+        {"$ref": "#/components/parameters/scope_id"},
+        {
+            "name": "limit",
+            "in": "query",
+            "description": "How many entries, at most (default 20)",
+            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_HISTORY},
+        },
+    ]
+    return operation
+
+
+def _revert_operation(kind: str, token: bool) -> dict[str, Any]:
+    operation = _operation(
+        f"Make the state right after a revision a {kind} scope's new revision",
+        token,
+        {200: _scope("The state after the revert")},
+        [400, 404, 409, 412, 413, 415, 422, 503],
+    )
+    operation["parameters"] = [
+        {"$ref": "#/components/parameters/scope_id"},
+        {"$ref": "#/components/parameters/if_match"},
+    ]
+    operation["requestBody"] = _body("Revert")
+    return operation
+
+
+def _scope(description: str) -> dict[str, Any]:
+    response = _json({"$ref": "#/components/schemas/Scope"}, description)
+    response["headers"] = {
+        "ETag": {
+            "required": True,
+            "description": "The state's entity tag, for If-Match",
+            "schema": {"type": "string"},
+        }
+    }
+    return response
+
+
+def _body(schema: str) -> dict[str, Any]:
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
     }
 
 
@@ -194,66 +249,18 @@ def _parameters(limits: Limits) -> dict[str, Any]:
             f"(a '/' as %2F); at most {MAX_ID_BYTES} bytes of UTF-8",
             "schema": {"type": "string", "minLength": 1},
         },
+        "if_match": {
+            "name": "If-Match",
+            "in": "header",
+            "description": "Write only if the stored state is the one this ETag names (or "
+            "`*`: any stored state); 412 otherwise",
+            "schema": {"type": "string"},
+        },
         "replay": {
             "name": "replay",
             "in": "query",
             "description": "How many of the latest kept events to send first",
             "schema": {"type": "integer", "minimum": 0, "maximum": limits.recent_events},
-        },
-    }
-
-
-def _base_schemas(kinds: list[Scope]) -> dict[str, Any]:
-    return {
-        "Problem": {
-            "type": "object",
-            "description": "RFC 9457 problem details",
-            "required": ["type", "title", "status", "detail"],
-            "properties": {
-                "type": {"type": "string"},
-                "title": {"type": "string"},
-                "status": {"type": "integer"},
-                "detail": {"type": "string"},
-                "instance": {"type": "string"},
-                "reason": {"type": "string"},
-                "errors": {"type": "array", "items": {"type": "object"}},
-            },
-        },
-        "Session": {
-            "type": "object",
-            "required": ["token_required"],
-            "properties": {"token_required": {"type": "boolean"}},
-        },
-        "Scope": {
-            "type": "object",
-            "required": ["kind", "id", "layer", "state"],
-            "properties": {
-                "kind": {"type": "string", "enum": kinds},
-                "id": {"type": "string"},
-                "layer": {"type": "string"},
-                "state": {"description": "The stored state: text, or a JSON object"},
-            },
-        },
-        "ScopeList": {
-            "type": "object",
-            "required": ["scopes", "total"],
-            "properties": {
-                "total": {"type": "integer", "minimum": 0},
-                "scopes": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["kind", "id", "layer", "size", "updated_at"],
-                        "properties": {
-                            "kind": {"type": "string", "enum": kinds},
-                            "id": {"type": "string"},
-                            "layer": {"type": "string"},
-                            "size": {"type": "integer", "description": "bytes of stored JSON"},
-                            "updated_at": {"type": "string", "format": "date-time"},
-                        },
-                    },
-                },
-            },
         },
     }
 

@@ -26,6 +26,7 @@ from ..errors import (
     StorageError,
     StorageOutcomeUnknownError,
 )
+from ..layer.arguments import fix_hint
 
 __all__ = (
     "MEDIA_TYPE",
@@ -131,9 +132,11 @@ async def handle_unexpected(request: Request, exc: Exception) -> Response:
 # -- the write path's errors --------------------------------------------------------------
 
 
-def update_problem(exc: ScratchpadUpdateError, hint: str = "") -> Problem:
-    """A refused update as a problem; ``hint``: the text the model would be told, stripped
-    from the refusal's message so the detail reads for a developer."""
+def update_problem(exc: ScratchpadUpdateError, tool: str) -> Problem:
+    """A refused update as a problem. The hint the model would be told (how to fix its call
+    of ``tool``) is stripped from the refusal's message, so the detail reads for a
+    developer."""
+    hint = _hint(exc.reason, tool)
     what = exc.message.removesuffix(hint).strip() if hint else exc.message
     if isinstance(exc, ScratchpadReadOnlyError):
         return Problem(
@@ -208,6 +211,14 @@ def storage_problem(exc: Exception) -> Problem:
         kind="storage-unavailable",
         headers={"Retry-After": "1"},
     )
+
+
+def _hint(reason: str, tool: str) -> str:
+    """The model's hint for ``reason``, to strip from a refusal's message."""
+    try:
+        return fix_hint(reason, tool)
+    except KeyError:
+        return ""
 
 
 def _loc(error: Mapping[str, Any]) -> str:

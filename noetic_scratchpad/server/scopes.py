@@ -5,14 +5,12 @@ one path segment (``a/b`` is ``a%2Fb``: ``a`` and ``a/b`` are two scopes). Serve
 the app the *decoded* path, where that ``/`` is lost, so the id is read from the raw path
 instead. One route takes every method and action and dispatches through
 :attr:`ScopeRoutes.actions`: an action is a table of methods to handlers, so a new one
-(``history``, ``revert``) is one entry and one handler.
+is one entry and one handler.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote, unquote_to_bytes
 
@@ -23,33 +21,17 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import ScratchpadUpdateError
 from ..events import ScratchpadEvent
-from ..keys import SCOPES, layer_prefix, parse_state_key, state_key
+from ..keys import SCOPES, layer_prefix, parse_state_key
 from ..keys import Scope as ScopeKind
-from ..layer.arguments import fix_hint
 from .context import ServerContext
-from .inputs import int_param, json_response, read_json_object
+from .inputs import int_param, iso_time, json_response, read_json_object
 from .openapi import MAX_OFFSET
 from .problems import Problem, storage_errors, update_problem
+from .revisions import Precondition, Revisions, not_stored, scope_response
 from .stream import EventStream
+from .target import Target
 
-__all__ = ("ScopeRoutes", "Target")
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """The scope a request is about."""
-
-    kind: ScopeKind
-    id: str
-    layer_id: str
-
-    @property
-    def key(self) -> str:
-        return state_key(self.layer_id, self.kind, self.id)
-
-    def body(self, state: Any) -> dict[str, Any]:
-        """A scope as the API shows it."""
-        return {"kind": self.kind, "id": self.id, "layer": self.layer_id, "state": state}
+__all__ = ("ScopeRoutes",)
 
 
 Handler = Callable[[Request, Target], Awaitable[Response]]
@@ -60,8 +42,11 @@ class ScopeRoutes:
 
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
+        self.revisions = Revisions(ctx)
         self.actions: dict[str, dict[str, Handler]] = {
             "": {"GET": self.read, "PATCH": self.update, "DELETE": self.reset},
+            "history": {"GET": self.revisions.history},
+            "revert": {"POST": self.revert},
             "events": {"GET": self.scope_events},
         }
 
@@ -96,8 +81,9 @@ class ScopeRoutes:
                             "kind": ref.kind,
                             "id": ref.scope_id,
                             "layer": ref.layer_id,
+                            "revision": info.revision,
                             "size": info.size,
-                            "updated_at": _iso(info.updated_at),
+                            "updated_at": iso_time(info.updated_at),
                         }
                     )
         rows.sort(key=lambda row: (row["updated_at"], row["kind"], row["id"]), reverse=True)
@@ -164,41 +150,54 @@ class ScopeRoutes:
         return Target(checked_kind, self.ctx.check_id(kind, scope_id), layer.id), action
 
     async def read(self, request: Request, target: Target) -> Response:
-        """The stored state; 404 when nothing is stored for the scope."""
-        with storage_errors(), anyio.fail_after(self.ctx.read_timeout(target.kind)):
-            state = await self.ctx.storage().get(target.key)
-        if state is None:
-            raise _not_stored(target)
-        return json_response(target.body(state))
+        """The stored state and its revision, with its ETag; 404 when nothing is stored."""
+        found = await self.revisions.stored(target)
+        if found is None:
+            raise not_stored(target)
+        return scope_response(target, found.value, found.revision)
 
     async def update(self, request: Request, target: Target) -> Response:
-        """Deep-merge the body into the state: the tool's write path, events say "api"."""
+        """Deep-merge the body into the state: the tool's write path, events say "api".
+        With ``If-Match``, only onto the state it names (412 otherwise)."""
         values = await read_json_object(request, self.ctx.limits.max_body_bytes)
+        condition = Precondition.of(request)
         handle = self.ctx.handle(target.kind, target.id)
         try:
-            with storage_errors():
-                await handle.update(values)
+            if condition is not None:
+                await self.revisions.update(target, handle, values, condition)
+            else:
+                with storage_errors():
+                    await handle.update(values)
         except ScratchpadUpdateError as exc:
-            raise update_problem(exc, _hint(exc.reason, handle.tool_name)) from None
-        return json_response(target.body(handle.snapshot))
+            raise update_problem(exc, handle.tool_name) from None
+        return scope_response(target, handle.snapshot, handle.revision)
+
+    async def revert(self, request: Request, target: Target) -> Response:
+        """``{"revision": N}``: the state right after revision N becomes a new revision."""
+        handle = self.ctx.handle(target.kind, target.id)
+        return await self.revisions.revert(request, target, handle)
 
     async def reset(self, request: Request, target: Target) -> Response:
         """Delete the scope's state; 404 when nothing is stored."""
         backend = self.ctx.storage()
         with storage_errors(), anyio.fail_after(self.ctx.read_timeout(target.kind)):
             if await backend.get(target.key) is None:
-                raise _not_stored(target)
+                raise not_stored(target)
             await backend.delete(target.key)
         return Response(status_code=204)
 
     # -- event streams ---------------------------------------------------------------------
 
     async def scope_events(self, request: Request, target: Target) -> Response:
-        """Server-sent events of one scope. (Events do not name the kind of scope: a thread
-        and a resource of the same id and layer share a stream.)"""
+        """Server-sent events of one scope: its id, layer and kind. (An event from code
+        that does not name its kind of scope goes to the thread and the resource alike.)"""
 
         def accepts(event: ScratchpadEvent) -> bool:
-            return event.scope_key == target.id and event.layer_id == target.layer_id
+            return (
+                event.scope_key == target.id
+                and event.layer_id == target.layer_id
+                and event.scope in (target.kind, None)
+            )
 
         return self._stream(request, accepts)
 
@@ -219,26 +218,3 @@ class ScopeRoutes:
 
 def _everything(event: ScratchpadEvent) -> bool:
     return True
-
-
-def _not_stored(target: Target) -> Problem:
-    return Problem(
-        404,
-        "Nothing stored",
-        f"No state is stored for {target.kind} {target.id!r}; PATCH it to create it, or GET "
-        "api/scopes to see what is stored.",
-        kind="not-found",
-    )
-
-
-def _hint(reason: str, tool: str) -> str:
-    """The model's hint for ``reason``, to strip from a refusal's message."""
-    try:
-        return fix_hint(reason, tool)
-    except KeyError:
-        return ""
-
-
-def _iso(timestamp: float) -> str:
-    moment = datetime.fromtimestamp(timestamp, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

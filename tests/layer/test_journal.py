@@ -166,3 +166,16 @@ async def test_a_first_write_over_nothing_stored_is_journaled_whole() -> None:
 async def test_a_bad_history_limit_is_refused_at_once(limit: object) -> None:
     with pytest.raises(ScratchpadConfigError, match="history_limit"):
         scratchpad(history_limit=limit)
+
+
+async def test_a_revert_with_a_stale_expected_revision_is_a_conflict() -> None:
+    backend = MemoryStorage()
+    handle = await scratchpad().open(backend, thread_id="t1")
+    await handle.update({"goal": "a"})
+    await handle.update({"goal": "b"})
+    with capture_events(handle.ctx.events) as events, pytest.raises(ScratchpadConflictError):
+        await handle.revert(1, expected_revision=1)
+    assert [event.reason for event in events.of(UpdateRejected)] == ["conflict"]
+    assert await backend.get(KEY) == {"goal": "b"}
+    await handle.revert(1, expected_revision=2)
+    assert handle.snapshot == {"goal": "a"}

@@ -46,12 +46,14 @@ async def test_update_read_list_and_reset_a_scope() -> None:
             "kind": "thread",
             "id": "t1",
             "layer": "scratchpad",
+            "revision": 1,
             "state": {"currentGoal": "Ship v2"},
         }
         # A deep merge, as the tool does: keys not sent stay.
         second = await client.patch("/api/scopes/thread/t1", json={"blockers": ["CI red"]})
         assert second.json()["state"] == {"currentGoal": "Ship v2", "blockers": ["CI red"]}
         assert (await client.get("/api/scopes/thread/t1")).json() == second.json()
+        assert second.json()["revision"] == 2
 
         listed = (await client.get("/api/scopes")).json()
         assert listed["total"] == 1
@@ -59,6 +61,7 @@ async def test_update_read_list_and_reset_a_scope() -> None:
         assert row["kind"] == "thread"
         assert row["id"] == "t1"
         assert row["layer"] == "scratchpad"
+        assert row["revision"] == 2
         assert row["size"] > 20
         assert row["updated_at"].endswith("Z")
 
@@ -179,7 +182,10 @@ async def test_unknown_methods_and_actions_name_what_is_allowed() -> None:
         assert_problem(refused, 405)
         assert refused.headers["allow"] == "GET, PATCH, DELETE"
         assert_problem(await client.put("/api/scopes", json={}), 405)
-        assert_problem(await client.get("/api/scopes/thread/t1/history"), 404)
+        assert_problem(await client.get("/api/scopes/thread/t1/nothing"), 404)
+        history = await client.post("/api/scopes/thread/t1/history", json={})
+        assert history.headers["allow"] == "GET"
+        assert_problem(await client.get("/api/scopes/thread/t1/revert"), 405)
 
 
 @pytest.mark.asyncio
@@ -258,10 +264,17 @@ async def test_openapi_describes_the_layers_update_body() -> None:
         "/api/session",
         "/api/scopes/thread/{scope_id}",
         "/api/scopes/thread/{scope_id}/events",
+        "/api/scopes/thread/{scope_id}/history",
+        "/api/scopes/thread/{scope_id}/revert",
     }
     update = document["components"]["schemas"]["thread_update"]
     assert set(update["properties"]) == {"currentGoal", "completedSteps", "blockers"}
     assert "security" not in document  # no token, no auth
+    scope = document["paths"]["/api/scopes/thread/{scope_id}"]
+    assert "ETag" in scope["get"]["responses"]["200"]["headers"]
+    assert "412" in scope["patch"]["responses"]
+    revert = document["paths"]["/api/scopes/thread/{scope_id}/revert"]["post"]
+    assert set(revert["responses"]) >= {"200", "404", "409", "412", "422"}
 
 
 def test_bad_arguments_fail_at_once() -> None:

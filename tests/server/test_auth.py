@@ -23,6 +23,9 @@ async def test_every_endpoint_needs_the_token_but_the_inspector_page() -> None:
             ("GET", "/api/scopes/thread/t1"),
             ("PATCH", "/api/scopes/thread/t1"),
             ("DELETE", "/api/scopes/thread/t1"),
+            ("GET", "/api/scopes/thread/t1/history"),
+            ("POST", "/api/scopes/thread/t1/revert"),
+            ("GET", "/api/scopes/thread/t1/events"),
             ("GET", "/api/events"),
             ("GET", "/openapi.json"),
             ("POST", "/api/session"),
@@ -40,6 +43,11 @@ async def test_every_endpoint_needs_the_token_but_the_inspector_page() -> None:
 
         ok = await client.patch("/api/scopes/thread/t1", json={"a": 1}, headers=AUTH)
         assert ok.status_code == 200
+        history = await client.get("/api/scopes/thread/t1/history", headers=AUTH)
+        assert history.json()["revision"] == 1
+        revert = "/api/scopes/thread/t1/revert"
+        reverted = await client.post(revert, json={"revision": 0}, headers=AUTH)
+        assert reverted.json()["revision"] == 2
         lower = {"authorization": f"bearer {TOKEN}"}
         assert (await client.get("/api/scopes/thread/t1", headers=lower)).status_code == 200
         document = (await client.get("/openapi.json", headers=AUTH)).json()
@@ -119,7 +127,7 @@ async def test_no_cors_unless_configured() -> None:
     preflight = {
         "Origin": "http://other.example",
         "Access-Control-Request-Method": "PATCH",
-        "Access-Control-Request-Headers": "authorization, content-type",
+        "Access-Control-Request-Headers": "authorization, content-type, if-match",
     }
     closed = create_app("memory://", token=TOKEN)
     async with api_client(closed) as client:
@@ -133,6 +141,9 @@ async def test_no_cors_unless_configured() -> None:
         assert response.status_code == 200
         assert response.headers["access-control-allow-origin"] == "http://other.example"
         assert "PATCH" in response.headers["access-control-allow-methods"]
+        assert "if-match" in response.headers["access-control-allow-headers"].lower()
+        read = await client.get("/api/scopes", headers={**AUTH, "Origin": "http://other.example"})
+        assert read.headers["access-control-expose-headers"] == "ETag"
         refused = await client.options(
             "/api/scopes/thread/t1", headers={**preflight, "Origin": "http://evil.example"}
         )

@@ -112,6 +112,26 @@ async def test_events_reach_every_stream_and_a_scope_stream_only_its_own() -> No
 
 
 @pytest.mark.asyncio
+async def test_a_thread_and_a_resource_of_one_id_have_streams_of_their_own() -> None:
+    """The filter takes the kind of scope too; an event that does not say its kind (from
+    code that does not) goes to both."""
+    pad = create_app("memory://", keepalive=0.2)
+    async with served(pad) as server, client_of(server.url) as client:
+        async with (
+            sse(client, "/api/scopes/thread/u1/events") as thread,
+            sse(client, "/api/scopes/resource/u1/events") as resource,
+        ):
+            await client.patch("/api/scopes/resource/u1", json={"by": "resource"})
+            await client.patch("/api/scopes/thread/u1", json={"by": "thread"})
+            pad.events.emit(applied("u1"))  # no kind of scope
+            await thread.wait_for(lambda r: len(r.events) == 2)
+            await resource.wait_for(lambda r: len(r.events) == 2)
+        assert [e.data["scope"] for e in thread.events] == ["thread", None]
+        assert [e.data["scope"] for e in resource.events] == ["resource", None]
+        assert thread.events[0].data["revision"] == 1
+
+
+@pytest.mark.asyncio
 async def test_replay_and_last_event_id_resume_without_gaps() -> None:
     pad = create_app("memory://", recent_events=50)
     async with served(pad) as server, client_of(server.url) as client:

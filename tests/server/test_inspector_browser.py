@@ -2,13 +2,15 @@
 
 It opens the page with the token in the URL's fragment (which never reaches the server),
 sees a scope appear when an update is made through the API, sees a rejected update listed
-with its reason, follows the selected scope's state live, and saves the screenshot that
-docs/server.md shows. Runs in CI always (``.ci/run`` installs chromium); elsewhere it is
-skipped, with the reason, where chromium is missing.
+with its reason, and follows the selected scope's state live; its history panel shows each
+revision with a diff, live, and reverts one after a confirm. The history test saves the
+screenshot that docs/server.md shows. Runs in CI always (``.ci/run`` installs chromium);
+elsewhere it is skipped, with the reason, where chromium is missing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -128,6 +130,102 @@ async def test_the_inspector_follows_scopes_state_and_events_live() -> None:
             await expect(page.locator(".event.applied")).to_have_count(4)
             await ticket.click()
             await expect(state).to_contain_text("Refund issued")
+        finally:
+            await browser.close()
+
+
+@pytest.mark.asyncio
+async def test_the_history_panel_shows_each_revision_and_reverts_after_a_confirm() -> None:
+    require_chromium()
+    from playwright.async_api import Dialog, async_playwright, expect
+
+    pad = create_app(
+        "memory://",
+        layers=[scratchpad(schema=TaskNotes), scratchpad(scope="resource")],
+        token=TOKEN,
+    )
+    ticket_url = "/api/scopes/thread/support-ticket-4821"
+    async with (
+        served(pad) as server,
+        httpx.AsyncClient(base_url=server.url, headers=AUTH) as api,
+        async_playwright() as playwright,
+    ):
+        for scope_id, seeded in SEED.items():
+            await api.patch(f"/api/scopes/thread/{scope_id}", json=seeded)
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 900})
+            await page.goto(f"{server.url}/#token={TOKEN}")
+            await expect(page.locator("#status")).to_have_text("live")
+
+            # Two updates through the API; the panel follows them as they arrive.
+            await api.patch(ticket_url, json={"currentGoal": "Refund the duplicate charge"})
+            await page.locator('tr.scope[data-id="support-ticket-4821"]').click()
+            history = page.locator("#history")
+            first = history.locator('.rev[data-revision="1"]')
+            await expect(first).to_contain_text("api")
+            await expect(first.locator(".diff .add")).to_have_text(
+                '+ currentGoal: "Refund the duplicate charge"'
+            )
+            await api.patch(
+                ticket_url,
+                json={
+                    "currentGoal": "Refund the duplicate charge on order 4821",
+                    "completedSteps": ["Found the duplicate", "Refund issued"],
+                },
+            )
+            second = history.locator('.rev[data-revision="2"]')
+            await expect(second.locator(".current")).to_have_text("current")
+            await expect(second.locator(".diff .del")).to_have_text(
+                '- currentGoal: "Refund the duplicate charge"'
+            )
+            await expect(second.locator(".diff .add")).to_have_text(
+                [
+                    '+ currentGoal: "Refund the duplicate charge on order 4821"',
+                    '+ completedSteps: ["Found the duplicate","Refund issued"]',
+                ]
+            )
+            state = page.locator("#state-body")
+            await expect(state.locator('[data-key="completedSteps"]')).to_be_visible()
+
+            # Revert asks first: dismissed, nothing happens.
+            questions: list[str] = []
+            answered = asyncio.Event()
+
+            async def answer(dialog: Dialog, accept: bool) -> None:
+                questions.append(dialog.message)
+                await (dialog.accept() if accept else dialog.dismiss())
+                answered.set()
+
+            page.once("dialog", lambda dialog: answer(dialog, False))
+            await first.locator("button.revert").click()
+            await asyncio.wait_for(answered.wait(), 5)
+            assert "revision 1" in questions[0]
+            assert (await api.get(ticket_url)).json()["revision"] == 2
+
+            # Confirmed: the state is back to revision 1's, and the revert is listed.
+            page.once("dialog", lambda dialog: answer(dialog, True))
+            await first.locator("button.revert").click()
+            await expect(state.locator('[data-key="completedSteps"]')).to_have_count(0)
+            await expect(state.locator('[data-key="currentGoal"]')).to_contain_text(
+                '"Refund the duplicate charge"'
+            )
+            revert = history.locator('.rev[data-revision="3"]')
+            await expect(revert.locator(".source")).to_have_text("revert")
+            await expect(revert).to_contain_text("to r1")
+            await expect(revert.locator(".diff .del")).to_contain_text(
+                ['- completedSteps: ["Found the duplicate","Refund issued"]']
+            )
+            stored = (await api.get(ticket_url)).json()
+            assert stored["revision"] == 3
+            assert stored["state"] == {"currentGoal": "Refund the duplicate charge"}
+            assert len(questions) == 2
+
+            # A refused update shows beside the history, as in the screenshot.
+            refused = await api.patch(ticket_url, json={"blockers": "waiting on the bank"})
+            assert refused.status_code == 422
+            await expect(state.locator(".notice")).to_contain_text("rejected (schema)")
+            await expect(page.locator(".event.rejected")).to_have_count(1)
 
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
             await page.screenshot(path=str(SCREENSHOT))

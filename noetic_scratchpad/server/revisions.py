@@ -1,0 +1,266 @@
+"""Revisions over HTTP: the ETag of a scope, ``If-Match``, the history and a revert.
+
+The ETag is made in ``target.py``.
+
+``If-Match`` is checked twice. First against the stored state, read just before the
+write: its ETag must be one of those named (``*``: any stored state). Then *inside* the
+write, as ``expected_revision``: the revision read must still be the stored one, so a
+writer that slips in between is caught by the backend's atomic read-modify-write. Then
+the condition is evaluated again on the new state (it fails, unless ``*`` or a list names
+it too).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .. import _json
+from ..errors import ScratchpadConflictError, ScratchpadHistoryError, ScratchpadUpdateError
+from ..layer import ScratchpadHandle
+from ..layer.journal import MISSING, HistoryEntry, history_of
+from ..storage.base import JournalRow, Revision
+from .context import ServerContext
+from .inputs import int_param, iso_time, json_response, read_json_object
+from .problems import Problem, storage_errors, update_problem
+from .target import Target
+
+__all__ = ("ATTEMPTS", "Precondition", "Revisions", "not_stored", "scope_response")
+
+#: Tries of a conditional write (or a consistent history read) that other writers overtake.
+ATTEMPTS = 3
+#: The most history entries one request returns.
+MAX_HISTORY = 1000
+
+_TAG = re.compile(r'\s*(W/)?"([^"]*)"\s*(?:,|$)')
+
+
+@dataclass(frozen=True, slots=True)
+class Precondition:
+    """An ``If-Match`` header: ``*``, or the strong tags it names (weak ones never match)."""
+
+    any: bool
+    tags: frozenset[str]
+    quoted: bool
+    """Whether the header held any quoted tag at all (else it was written wrong)."""
+
+    @classmethod
+    def of(cls, request: Request) -> Precondition | None:
+        header = request.headers.get("if-match")
+        if header is None:
+            return None
+        if header.strip() == "*":
+            return cls(any=True, tags=frozenset(), quoted=True)
+        found = _TAG.findall(header)
+        strong = frozenset(f'"{tag}"' for weak, tag in found if not weak)
+        return cls(any=False, tags=strong, quoted=bool(found))
+
+    def matches(self, tag: str | None) -> bool:
+        """Whether the stored state (its ``tag``; ``None``: nothing stored) passes."""
+        return tag is not None and (self.any or tag in self.tags)
+
+
+class Revisions:
+    """The conditional update, ``GET .../history`` and ``POST .../revert``."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+
+    async def stored(self, target: Target) -> Revision | None:
+        """The scope's stored state and revision (``None``: nothing stored)."""
+        with storage_errors(), anyio.fail_after(self.ctx.read_timeout(target.kind)):
+            found: Revision | None = await self.ctx.storage().get_revision(target.key)
+        return found
+
+    async def update(
+        self,
+        target: Target,
+        handle: ScratchpadHandle,
+        values: dict[str, Any],
+        condition: Precondition,
+    ) -> None:
+        """Merge ``values`` if ``condition`` holds for the stored state, checked again
+        inside the write; a 412 problem when it does not."""
+        for _ in range(ATTEMPTS):
+            found = await self.stored(target)
+            self.check(target, condition, found)  # with nothing stored, always a 412
+            expected = found.revision if found is not None else 0
+            try:
+                with storage_errors():
+                    await handle.update(values, expected_revision=expected)
+                return
+            except ScratchpadConflictError:
+                continue  # written in between: evaluate the condition on the new state
+        raise _contended("update")
+
+    def check(self, target: Target, condition: Precondition | None, found: Revision | None) -> None:
+        """A 412 problem unless ``condition`` (if any) holds for ``found``."""
+        if condition is None:
+            return
+        tag = None if found is None else target.etag(found.revision, found.value)
+        if condition.matches(tag):
+            return
+        if found is None:
+            detail = (
+                f"If-Match needs a stored state, and nothing is stored for {target.kind} "
+                f"{target.id!r}; nothing was written. Send it without If-Match to create it."
+            )
+        elif not condition.quoted:
+            detail = (
+                "If-Match holds no entity tag; nothing was written. Send the value of the "
+                'ETag header as it is, quotes included (such as "r3-..."), or *.'
+            )
+        else:
+            detail = (
+                f"The scope is at revision {found.revision} (ETag {tag}), which If-Match does "
+                "not name: it changed since you read it (or was reset and written again). "
+                "Nothing was written; read it again, decide anew, and send its ETag."
+            )
+        raise Problem(
+            412,
+            "Precondition Failed",
+            detail,
+            kind="precondition-failed",
+            revision=0 if found is None else found.revision,
+        )
+
+    async def history(self, request: Request, target: Target) -> Response:
+        """The newest ``limit`` journaled writes, newest first, each with its diff."""
+        limit = int_param(request, "limit", 20, 1, MAX_HISTORY)
+        found, rows = await self._journal(target, limit)
+        entries = history_of(
+            found.value, found.revision, ((r.revision, r.written_at, r.entry) for r in rows)
+        )
+        body = {
+            "kind": target.kind,
+            "id": target.id,
+            "layer": target.layer_id,
+            "revision": found.revision,
+            "entries": [_entry(entry) for entry in entries],
+        }
+        return json_response(body)
+
+    async def _journal(self, target: Target, limit: int) -> tuple[Revision, list[JournalRow]]:
+        """The stored state and the newest ``limit`` journal rows, read so that they agree:
+        a write between the two reads leaves the journal ahead of the state: read again."""
+        for _ in range(ATTEMPTS):
+            found, rows = await self._read_journal(target, limit)
+            if not rows or rows[0].revision <= found.revision:
+                break
+        return found, rows
+
+    async def _read_journal(self, target: Target, limit: int) -> tuple[Revision, list[JournalRow]]:
+        found = await self.stored(target)
+        if found is None:
+            raise not_stored(target)
+        with storage_errors(), anyio.fail_after(self.ctx.read_timeout(target.kind)):
+            rows = await self.ctx.storage().journal(target.key, limit=limit)
+        return found, rows
+
+    async def revert(self, request: Request, target: Target, handle: ScratchpadHandle) -> Response:
+        """Make the state right after ``{"revision": N}`` the scope's new revision."""
+        revision = _revision_of(await read_json_object(request, self.ctx.limits.max_body_bytes))
+        condition = Precondition.of(request)
+        found = await self.stored(target)
+        if found is None:
+            raise not_stored(target)
+        # The tag is checked here, and its revision again inside the revert's write, so a
+        # write in between makes it a conflict (412), never a silent overwrite.
+        self.check(target, condition, found)
+        expected = found.revision if condition is not None else None
+        try:
+            with storage_errors():
+                await handle.revert(revision, expected_revision=expected)
+        except ScratchpadHistoryError as exc:
+            raise Problem(
+                409,
+                "That revision cannot be restored",
+                f"{exc.message} Nothing was written; GET .../history lists the revisions "
+                "that can be restored.",
+                kind="history",
+                reason=exc.reason,
+                revision=found.revision,
+            ) from None
+        except ScratchpadConflictError:
+            if condition is not None:  # If-Match named the state the revert did not find
+                self.check(target, condition, await self.stored(target))
+            raise _contended("revert") from None
+        except ScratchpadUpdateError as exc:
+            raise update_problem(exc, handle.tool_name) from None
+        return scope_response(target, handle.snapshot, handle.revision)
+
+
+def scope_response(target: Target, state: Any, revision: int) -> Response:
+    """A scope as the API shows it, with its ETag."""
+    return json_response(
+        target.body(state, revision), headers={"ETag": target.etag(revision, state)}
+    )
+
+
+def not_stored(target: Target) -> Problem:
+    return Problem(
+        404,
+        "Nothing stored",
+        f"No state is stored for {target.kind} {target.id!r}; PATCH it to create it, or GET "
+        "api/scopes to see what is stored.",
+        kind="not-found",
+    )
+
+
+def _revision_of(body: Mapping[str, Any]) -> int:
+    revision = body.get("revision")
+    if isinstance(revision, float) and revision.is_integer():
+        revision = int(revision)  # 3.0 is the integer 3 to JSON Schema, and so to us
+    if set(body) != {"revision"}:
+        got = f"the keys {sorted(body)[:10]}" if body else "an empty object"
+    elif isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        got = f"revision {_json.dumps(revision)[:40].decode(errors='replace')}"
+    else:
+        return revision
+    raise Problem(
+        422,
+        "Not a revert",
+        'A revert is {"revision": N}, N a revision from the scope\'s history (0: its '
+        f"initial state), and no other key; got {got}. Nothing was written.",
+        kind="invalid-revert",
+    )
+
+
+def _entry(entry: HistoryEntry) -> dict[str, Any]:
+    """A history entry as JSON; in its diff, a value that was not there is left out."""
+    changes: dict[str, dict[str, Any]] | None = None
+    if entry.changes is not None:
+        changes = {}
+        for key, (before, after) in entry.changes.items():
+            change = changes[key] = {}
+            if before is not MISSING:
+                change["before"] = before
+            if after is not MISSING:
+                change["after"] = after
+    return {
+        "revision": entry.revision,
+        "written_at": iso_time(entry.written_at),
+        "source": entry.source,
+        "call_id": entry.call_id,
+        "keys": list(entry.keys),
+        "update": entry.update,
+        "replaced": entry.replaced,
+        "changes": changes,
+    }
+
+
+def _contended(action: str) -> Problem:
+    return Problem(
+        503,
+        "The scope is too busy",
+        f"Other writers changed the scope every time the {action} was about to be written "
+        f"({ATTEMPTS} tries); nothing was written. Try again shortly.",
+        kind="contended",
+        headers={"Retry-After": "1"},
+    )

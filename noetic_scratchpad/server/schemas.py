@@ -1,0 +1,144 @@
+"""The JSON schemas of the OpenAPI document's bodies (the update body is the layer's own)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..keys import Scope
+
+__all__ = ("base_schemas",)
+
+_INTEGER = {"type": "integer", "minimum": 0}
+
+
+def base_schemas(kinds: list[Scope]) -> dict[str, Any]:
+    """The schemas every document holds, for an app serving ``kinds`` of scope."""
+    return {
+        "Problem": {
+            "type": "object",
+            "description": "RFC 9457 problem details",
+            "required": ["type", "title", "status", "detail"],
+            "properties": {
+                "type": {"type": "string"},
+                "title": {"type": "string"},
+                "status": {"type": "integer"},
+                "detail": {"type": "string"},
+                "instance": {"type": "string"},
+                "reason": {"type": "string"},
+                "errors": {"type": "array", "items": {"type": "object"}},
+                "revision": {**_INTEGER, "description": "The scope's stored revision"},
+            },
+        },
+        "Session": {
+            "type": "object",
+            "required": ["token_required"],
+            "properties": {"token_required": {"type": "boolean"}},
+        },
+        "Scope": {
+            "type": "object",
+            "required": ["kind", "id", "layer", "revision", "state"],
+            "properties": {
+                "kind": {"type": "string", "enum": kinds},
+                "id": {"type": "string"},
+                "layer": {"type": "string"},
+                "revision": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "How many writes made the state; the ETag names it",
+                },
+                "state": {"description": "The stored state: text, or a JSON object"},
+            },
+        },
+        "ScopeList": {
+            "type": "object",
+            "required": ["scopes", "total"],
+            "properties": {
+                "total": _INTEGER,
+                "scopes": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["kind", "id", "layer", "revision", "size", "updated_at"],
+                        "properties": {
+                            "kind": {"type": "string", "enum": kinds},
+                            "id": {"type": "string"},
+                            "layer": {"type": "string"},
+                            "revision": _INTEGER,
+                            "size": {"type": "integer", "description": "bytes of stored JSON"},
+                            "updated_at": {"type": "string", "format": "date-time"},
+                        },
+                    },
+                },
+            },
+        },
+        "History": _history(kinds),
+        "HistoryEntry": _history_entry(),
+        "Revert": {
+            "type": "object",
+            "required": ["revision"],
+            "additionalProperties": False,
+            "properties": {
+                "revision": {
+                    **_INTEGER,
+                    "description": "The revision whose state to restore (0: the initial state)",
+                }
+            },
+        },
+    }
+
+
+def _history(kinds: list[Scope]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["kind", "id", "layer", "revision", "entries"],
+        "properties": {
+            "kind": {"type": "string", "enum": kinds},
+            "id": {"type": "string"},
+            "layer": {"type": "string"},
+            "revision": {**_INTEGER, "description": "The scope's stored revision"},
+            "entries": {
+                "type": "array",
+                "description": "The journaled writes, newest first",
+                "items": {"$ref": "#/components/schemas/HistoryEntry"},
+            },
+        },
+    }
+
+
+def _history_entry() -> dict[str, Any]:
+    change = {
+        "type": "object",
+        "description": "The key's value before and after the write; absent where it had none",
+        "properties": {"before": {}, "after": {}},
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "required": [
+            "revision",
+            "written_at",
+            "source",
+            "call_id",
+            "keys",
+            "update",
+            "replaced",
+            "changes",
+        ],
+        "properties": {
+            "revision": {"type": "integer", "minimum": 1},
+            "written_at": {"type": "string", "format": "date-time"},
+            "source": {"type": "string", "description": "tool, store, api or revert"},
+            "call_id": {"type": ["string", "null"]},
+            "keys": {"type": "array", "items": {"type": "string"}},
+            "update": {"description": "The change as applied"},
+            "replaced": {"type": "boolean", "description": "The write replaced the whole state"},
+            "changes": {
+                "description": "Each key written, before and after (the key '' for a whole "
+                "state that is not an object); null when the journal cannot rebuild it",
+                "oneOf": [
+                    {"type": "object", "additionalProperties": change},
+                    {"type": "null"},
+                ],
+            },
+        },
+    }
