@@ -15,10 +15,11 @@ from starlette.routing import Mount
 from starlette.types import Message
 
 from noetic_scratchpad import UpdateApplied, scratchpad
+from noetic_scratchpad import storage as storage_registry
 from noetic_scratchpad.events import EventBus
 from noetic_scratchpad.server import ScratchpadApp, create_app
 from noetic_scratchpad.server.stream import EventHub, EventStream
-from noetic_scratchpad.storage import MemoryStorage, register_backend
+from noetic_scratchpad.storage import MemoryStorage
 
 from .helpers import SseReader, TaskNotes, served, sse
 
@@ -42,7 +43,12 @@ async def _open_recording(url: str, **options: Any) -> RecordingStorage:
     return RecordingStorage()
 
 
-register_backend("recording", _open_recording)
+@pytest.fixture
+def recording_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``recording://`` for this test only: a scheme left registered would show up in every
+    later test's list of known schemes."""
+    monkeypatch.setitem(storage_registry._REGISTERED, "recording", _open_recording)
+    RecordingStorage.opened.clear()
 
 
 @asynccontextmanager
@@ -189,12 +195,14 @@ async def _stop_with_clients(
 
 
 @pytest.mark.asyncio
+@pytest.mark.usefixtures("recording_scheme")
 async def test_shutdown_with_connected_clients_is_quick_and_clean() -> None:
     pad = create_app("recording://")
     await _stop_with_clients(pad, pad, "")
 
 
 @pytest.mark.asyncio
+@pytest.mark.usefixtures("recording_scheme")
 async def test_shutdown_of_a_host_app_with_the_app_mounted_in_it() -> None:
     """As FastAPI(lifespan=...) with app.mount(...): the host's server, the host's lifespan."""
     pad = create_app("recording://")
