@@ -142,12 +142,14 @@ class ScratchpadHandle:
     ) -> str:
         """Apply the model's call of ``tool`` (``scratchpad/update``, or ``scratchpad/edit``
         when the layer offers it); returns the tool output."""
+        if tool == f"{self._layer_id}/update":
+            return applied_text(await self.apply(args, source=source, call_id=call_id))
         if tool == f"{self._layer_id}/edit" and self._edits:
             applied = await self.apply(
                 args, source=source, call_id=call_id, prepare=self._prepare_edit
             )
             return edited_text(edited_keys(applied["operations"]))
-        return applied_text(await self.apply(args, source=source, call_id=call_id))
+        raise KeyError(f"the scratchpad offers no tool {tool!r}")
 
     async def edit(self, operations: Sequence[Mapping[str, Any]]) -> None:
         """Apply edit ``operations`` (see :func:`~noetic_scratchpad.edits.apply_edits`) in

@@ -172,3 +172,10 @@ async def test_a_read_only_scratchpad_refuses_edits() -> None:
     with pytest.raises(ScratchpadUpdateError) as raised:
         await handle.call("edit", call(op("delete", ["x"])))
     assert raised.value.reason == "read_only"
+
+
+async def test_an_edit_call_is_never_merged_as_an_update_when_edits_are_off() -> None:
+    handle = await scratchpad().open(MemoryStorage(), thread_id="t1")
+    with pytest.raises(KeyError, match="scratchpad/edit"):
+        await handle.apply_call("scratchpad/edit", call(op("delete", ["x"])), "store", "e1")
+    assert handle.revision == 0
