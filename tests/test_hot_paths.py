@@ -395,3 +395,33 @@ def test_states_remembered_for_re_checks_stay_within_their_memory_bound() -> Non
     finally:
         tracemalloc.stop()
     assert after - before < 4 * 1024 * 1024
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("history_limit", [50, 0])
+@pytest.mark.parametrize("backend_kind", ["memory", "sqlite"])
+async def test_a_write_encodes_its_state_once(
+    backend_kind: str, history_limit: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pipeline encodes the new state for its size check and hands that JSON to the
+    backend in its ``Commit``: the backend stores it instead of encoding the state again."""
+    url = "memory://" if backend_kind == "memory" else f"sqlite:///{tmp_path / 'pad.db'}"
+    backend = await open_storage(url)
+    try:
+        layer = scratchpad(history_limit=history_limit)
+        handle = await layer.open(backend, thread_id="t1")
+        await handle.update({"goal": "warm up"})
+        encoded: list[Any] = []
+        dumps = _json.dumps
+
+        def counting(value: Any) -> bytes:
+            encoded.append(value)
+            return dumps(value)
+
+        monkeypatch.setattr(_json, "dumps", counting)
+        await handle.update({"goal": "ship", "steps": ["a", "b"]})
+        monkeypatch.undo()
+        states = [value for value in encoded if value == {"goal": "ship", "steps": ["a", "b"]}]
+        assert len(states) == 1
+    finally:
+        await backend.aclose()

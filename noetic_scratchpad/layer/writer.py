@@ -217,7 +217,7 @@ class ScopeWriter:
             has_floats = (floats[1] or update_floats) if floats is not None and same else None
             produced[:] = [Written(result.state, result.encoded, has_floats, result.keys)]
             if keep == 0:
-                return Commit(result.state)
+                return Commit(result.state, None, result.encoded)
             applied = change.applied if isinstance(change, Rewrite) else change
             entry = entry_of(
                 source=source,
@@ -227,7 +227,7 @@ class ScopeWriter:
                 stored=value,
                 base=result.base,
             )
-            return Commit(result.state, entry)
+            return Commit(result.state, entry, result.encoded)
 
         if self.storage is None:  # a host calling store without init: nothing to persist
             transition(Revision(current, 0))

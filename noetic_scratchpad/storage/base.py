@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
+from .. import _json
+
 __all__ = (
     "Commit",
     "CommitFn",
@@ -45,11 +47,19 @@ class Revision:
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is twice as slow
 class Commit:
-    """What a :data:`CommitFn` returns: the value to store, and the journal entry that
-    records this write (``None``: the write is not journaled)."""
+    """What a :data:`CommitFn` returns: the value to store, the journal entry that records
+    this write (``None``: the write is not journaled), and, when the function already
+    made it, the value's JSON as ``_json.dumps`` writes it (the backend then stores that
+    text instead of encoding the value a second time)."""
 
     value: JsonValue
     entry: JsonValue | None = None
+    encoded: bytes | None = None
+
+    def json(self) -> bytes:
+        """The value's JSON text: ``encoded``, else encoded now (``ValueError`` for a
+        value JSON cannot hold)."""
+        return self.encoded if self.encoded is not None else _json.dumps(self.value)
 
 
 CommitFn = Callable[[Revision], Commit]

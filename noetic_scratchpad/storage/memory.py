@@ -83,7 +83,7 @@ class MemoryStorage(StorageBackend):
         entry = self._values.get(key)
         current = Revision(None, 0) if entry is None else Revision(entry.value, entry.revision)
         commit: Commit = fn(current)
-        _json.dumps(commit.value)
+        commit.json()  # refuses, as another backend would, what JSON cannot hold
         revision = current.revision + 1
         now = time.time()
         if commit.entry is not None and keep > 0:

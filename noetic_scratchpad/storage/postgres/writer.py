@@ -120,10 +120,11 @@ def _apply(jobs: Iterable[CommitJob], current: Revision) -> _Outcome:
         try:
             if job.plain:
                 new, entry = job.fn(done.value), None
+                data = _json.dumps(new)
             else:
                 commit = job.fn(Revision(done.value, done.revision))
-                new, entry = commit.value, commit.entry
-            encoded = escape(_json.dumps(new))
+                new, entry, data = commit.value, commit.entry, commit.json()
+            encoded = escape(data)
             if entry is not None:
                 entry = escape(_json.dumps(entry)) if job.keep > 0 else None
         except Exception as exc:

@@ -160,10 +160,11 @@ class SqliteWriter:
             state = self._current(conn, job.key, batch)
             if job.plain:
                 value, entry = job.fn(state.value), None
+                data = _json.dumps(value)  # ValueError for what JSON cannot hold
             else:
                 commit = job.fn(Revision(state.value, state.revision or 0))
-                value, entry = commit.value, commit.entry
-            text = _json.dumps(value).decode()  # ValueError for what JSON cannot hold
+                value, entry, data = commit.value, commit.entry, commit.json()
+            text = data.decode()
             if entry is not None:
                 entry = _json.dumps(entry).decode() if job.keep > 0 else None
         except sqlite3.Error:
