@@ -17,12 +17,11 @@ from collections.abc import Awaitable, Callable
 __all__ = ("running_async_library", "running_asyncio_loop", "start_background")
 
 
-def running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The asyncio loop running in this thread; ``None`` when none does (under trio, or
-    with no loop at all)."""
-    # The private getter returns None where get_running_loop raises: this runs on the write
-    # path (once per timed storage call), and raising and catching per call costs more.
-    return asyncio._get_running_loop()  # noqa: SLF001
+#: ``running_asyncio_loop()``: the asyncio loop running in this thread; ``None`` when none
+#: does (under trio, or with no loop at all). The private getter itself, not a wrapper: it
+#: runs on every timed storage call, and it returns ``None`` where ``get_running_loop``
+#: raises, which would cost more per call.
+running_asyncio_loop: Callable[[], asyncio.AbstractEventLoop | None] = asyncio._get_running_loop  # noqa: SLF001
 
 
 def running_async_library() -> str | None:

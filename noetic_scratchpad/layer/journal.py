@@ -45,8 +45,13 @@ def entry_of(
     or the initial state that replaced it)."""
     undo: dict[str, Any]
     if base is stored and isinstance(stored, dict):
-        prior = {key: stored[key] for key in keys if key in stored}
-        absent = [key for key in keys if key not in stored]
+        prior: dict[str, Any] = {}
+        absent: list[str] = []
+        for key in keys:  # a loop, not two comprehensions: each is a call, on every write
+            if key in stored:
+                prior[key] = stored[key]
+            else:
+                absent.append(key)
         undo = {"set": prior, "delete": absent} if absent else {"set": prior}
     else:
         undo = {"state": stored}

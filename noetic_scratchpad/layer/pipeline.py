@@ -17,7 +17,6 @@ nothing asynchronous; :mod:`.writer` runs it against storage.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -62,7 +61,7 @@ class UpdatePipeline:
 
     # -- step 1: the arguments --------------------------------------------------------
 
-    def prepare(self, args: str | Mapping[str, Any], *, tool: str = UPDATE_TOOL) -> dict[str, Any]:
+    def prepare(self, args: str | Mapping[str, Any], tool: str = UPDATE_TOOL) -> dict[str, Any]:
         """The update ``args`` ask for, checked before it meets any state. Refusals name
         the update tool ``tool`` as the model sees it."""
         if self.config.read_only:
@@ -78,10 +77,6 @@ class UpdatePipeline:
                 reason="malformed",
             ) from None
         return cleaned
-
-    def prepare_for(self, args: str | Mapping[str, Any], tool: str) -> dict[str, Any]:
-        """:meth:`prepare`, called as the writer calls a change's preparation."""
-        return self.prepare(args, tool=tool)
 
     def prepare_edit(
         self, args: str | Mapping[str, Any], *, tool: str = EDIT_TOOL, plain: bool = False
@@ -257,8 +252,10 @@ class _KnownStates:
     def add(self, state: Any) -> None:
         self._objects[id(state)] = state
         if len(self._objects) > self._max_objects:
-            with contextlib.suppress(KeyError):  # another thread took the oldest first
+            try:  # noqa: SIM105 (not contextlib.suppress: three calls more on every write)
                 self._objects.popitem(last=False)
+            except KeyError:  # another thread took the oldest first
+                pass
 
     def contains(self, state: Any) -> bool:
         return self._objects.get(id(state)) is state
