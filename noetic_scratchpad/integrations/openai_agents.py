@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
-import anyio
-
 try:
     from agents import Agent, FunctionTool, RunContextWrapper
     from agents.tool_context import ToolContext
@@ -39,7 +37,7 @@ from ..adapters.names import PROVIDER_NAME
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..events import EventBus
 from ..layer import LayerFunction, ScratchpadHandle, ScratchpadLayer, scratchpad
-from ..storage import StorageBackend, open_storage, resolve_storage_url
+from ..storage import OwnedStorage, StorageBackend
 
 __all__ = ("DEFAULT_TOOL_NAME", "RunScope", "Scratchpad", "scope_from_context")
 
@@ -141,15 +139,8 @@ class Scratchpad:
         self._owns_events = events is None
         self.events = events if events is not None else EventBus()
         """The bus every scope's events go to: ``notes.events.subscribe(handler)``."""
-        if isinstance(storage, StorageBackend):
-            self._backend: StorageBackend | None = storage
-            self._owns_backend = False
-            self.storage_url = storage.url
-        else:
-            self._backend = None
-            self._owns_backend = True
-            self.storage_url = resolve_storage_url(storage)
-        self._open_lock = anyio.Lock()
+        self._storage = OwnedStorage(storage)
+        self.storage_url = self._storage.url  # secrets hidden: it is shown in repr
         self._handles: OrderedDict[RunScope, ScratchpadHandle] = OrderedDict()
         self.tool = self._build_tool(tool_name)
         """The update tool: put it in ``Agent(tools=[...])``."""
@@ -259,20 +250,17 @@ class Scratchpad:
     @property
     def storage(self) -> StorageBackend:
         """The opened backend (opened on first use, or by ``async with`` / :meth:`open`)."""
-        if self._backend is None:
+        backend = self._storage.opened
+        if backend is None:
             raise RuntimeError(
                 f"the scratchpad's storage ({self.storage_url}) is not open yet; use "
                 "`async with notes:` or `await notes.open()` first"
             )
-        return self._backend
+        return backend
 
     async def open(self) -> StorageBackend:
         """Open the storage (once); the first model call or tool call does it for you."""
-        if self._backend is None:
-            async with self._open_lock:
-                if self._backend is None:
-                    self._backend = await open_storage(self.storage_url)
-        return self._backend
+        return await self._storage.backend()
 
     async def aclose(self) -> None:
         """Close the storage if this object opened it (a backend passed in stays open),
@@ -284,10 +272,7 @@ class Scratchpad:
             else:
                 await self.events.drain()
         finally:
-            backend = self._backend
-            if self._owns_backend and backend is not None:
-                self._backend = None
-                await backend.aclose()
+            await self._storage.aclose()
 
     async def __aenter__(self) -> Self:
         await self.open()

@@ -13,18 +13,17 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
-import anyio
-
 from ..context import ExecutionContext
 from ..errors import ScratchpadConfigError
 from ..events import EventBus
 from ..items import Item
-from ..layer import ContextLayer, HistoryEntry, JournaledHandle, LayerHandle
+from ..layer import ContextLayer
 from ..render import Tokenizer
-from ..storage import ScopedStorage, StorageBackend, open_storage, resolve_storage_url
+from ..storage import OwnedStorage, ScopedStorage, StorageBackend
 from .budgets import split_budget
-from .execution import Execution, LayerStack, RunResult, bound_handle
+from .execution import Execution, LayerStack, RunResult
 from .model import ToolSpec
+from .states import LayerStates
 from .toolcalls import agent_toolset, collect_layer_tools
 from .tools import Agent, Tool
 
@@ -34,13 +33,14 @@ DEFAULT_CONTEXT_BUDGET = 8000
 DEFAULT_MAX_STEPS = 20
 
 
-class AgentHarness:
+class AgentHarness(LayerStates):
     """Runs ``agent`` with ``context_layers`` on a storage backend.
 
     ``storage`` is a URL (``"sqlite:///scratchpad.db"``) or an opened backend; ``None``
     means ``$NOETIC_SCRATCHPAD_STORAGE``, else ``"memory://"``. A backend the harness opened
     from a URL is closed by ``aclose()`` (or by leaving ``async with harness:``); a backend
-    passed in stays open, it belongs to the caller.
+    passed in stays open, it belongs to the caller. The state methods (``read_state``,
+    ``update_state``, ``history``, ``revert``) are in :class:`LayerStates`.
 
     ``context_budget`` is the number of tokens all layers' recall may use together; it is
     split across the layers by their budgets (see :func:`split_budget`). ``max_steps`` is
@@ -76,34 +76,25 @@ class AgentHarness:
         self._budgets = split_budget(context_budget, [layer.budget for layer in self.layers])
         self._layer_tools, self._layer_specs = collect_layer_tools(self.layers)
         self._specs, self._agent_tools = self._toolset(agent)
-        if isinstance(storage, StorageBackend):
-            self._backend: StorageBackend | None = storage
-            self._owns_backend = False
-            self.storage_url = storage.url
-        else:
-            self._backend = None
-            self._owns_backend = True
-            self.storage_url = resolve_storage_url(storage)
-        self._open_lock = anyio.Lock()
+        self._storage = OwnedStorage(storage)
+        self.storage_url = self._storage.url  # secrets hidden: it is shown in repr
 
     # -- lifecycle -----------------------------------------------------------------------
 
     @property
     def storage(self) -> StorageBackend:
         """The opened backend (``async with harness:`` or ``await harness.open()`` first)."""
-        if self._backend is None:
+        backend = self._storage.opened
+        if backend is None:
             raise RuntimeError(
                 f"the harness {self.name!r} has not opened its storage ({self.storage_url}) "
                 "yet; use `async with harness:` or `await harness.open()` first"
             )
-        return self._backend
+        return backend
 
     async def open(self) -> Self:
         """Open the storage backend (once). ``run`` and the state methods call it for you."""
-        if self._backend is None:
-            async with self._open_lock:
-                if self._backend is None:
-                    self._backend = await open_storage(self.storage_url)
+        await self._storage.backend()
         return self
 
     async def aclose(self) -> None:
@@ -120,11 +111,7 @@ class AgentHarness:
             else:
                 await self.events.drain()
         finally:
-            backend, self._backend = self._backend, None
-            if not self._owns_backend:
-                self._backend = backend
-            elif backend is not None:
-                await backend.aclose()
+            await self._storage.aclose()
 
     async def __aenter__(self) -> Self:
         return await self.open()
@@ -232,108 +219,6 @@ class AgentHarness:
 
     def _scoped(self, layer: ContextLayer, ctx: ExecutionContext) -> ScopedStorage:
         return ScopedStorage.for_layer(self.storage, layer, ctx)
-
-    # -- state outside a run -------------------------------------------------------------
-
-    def layer(self, layer_id: str) -> ContextLayer:
-        """The layer with ``layer_id``; ``KeyError`` naming the known ids otherwise."""
-        for layer in self.layers:
-            if layer.id == layer_id:
-                return layer
-        known = ", ".join(repr(layer.id) for layer in self.layers) or "none"
-        raise KeyError(f"the harness has no layer {layer_id!r}; its layers: {known}")
-
-    async def _load(self, layer: ContextLayer, ctx: ExecutionContext) -> Any:
-        await self.open()
-        scoped = self._scoped(layer, ctx)
-        result = await layer.hooks.init(storage=scoped, scope_key=scoped.scope_key, ctx=ctx)
-        return result.state
-
-    async def read_state(
-        self, layer_id: str, *, thread_id: str, resource_id: str | None = None
-    ) -> Any:
-        """The stored state of a layer for a thread (or resource), as a run would see it.
-
-        For a scratchpad: the stored state, else the template, else ``""`` / ``{}``. The
-        value is a copy: changing it changes nothing stored.
-        """
-        layer = self.layer(layer_id)
-        ctx = ExecutionContext(
-            thread_id=thread_id, resource_id=resource_id, events=self.events, tokenize=self.tokenize
-        )
-        state = await self._load(layer, ctx)
-        handle = bound_handle(ctx, layer)
-        return state if handle is None else handle.snapshot
-
-    async def update_state(
-        self,
-        layer_id: str,
-        values: Mapping[str, Any],
-        *,
-        thread_id: str,
-        resource_id: str | None = None,
-        expected_revision: int | None = None,
-    ) -> Any:
-        """Merge ``values`` into a layer's stored state, as ``ctx.context[id].update`` does.
-
-        Goes through the same serialized write as the model's tool calls (events say
-        ``"api"``); raises ``ScratchpadValidationError`` and the other update errors, with
-        the stored state unchanged. Returns a copy of the new state (the handle's ``snapshot``).
-        One storage round trip: the write merges into the stored state, nothing is read
-        before it. ``expected_revision``: refuse with ``ScratchpadConflictError`` unless
-        the stored revision is this one (journaled layers only).
-        """
-        handle = await self._handle(layer_id, thread_id, resource_id)
-        if expected_revision is None:
-            await handle.update(values)
-        else:
-            await self._journaled(layer_id, handle).update(
-                values, expected_revision=expected_revision
-            )
-        return handle.snapshot
-
-    async def history(
-        self,
-        layer_id: str,
-        *,
-        thread_id: str,
-        resource_id: str | None = None,
-        limit: int = 20,
-    ) -> list[HistoryEntry]:
-        """The ``limit`` newest journaled writes of a layer's scope, newest first."""
-        handle = await self._handle(layer_id, thread_id, resource_id)
-        entries: list[HistoryEntry] = await self._journaled(layer_id, handle).history(limit)
-        return entries
-
-    async def revert(
-        self,
-        layer_id: str,
-        revision: int,
-        *,
-        thread_id: str,
-        resource_id: str | None = None,
-    ) -> Any:
-        """Make the state right after ``revision`` the scope's new revision (journaled as
-        ``revert``, checked by the schema); returns a copy of the new state. Raises
-        ``ScratchpadHistoryError`` when the journal does not reach back that far."""
-        handle = await self._handle(layer_id, thread_id, resource_id)
-        await self._journaled(layer_id, handle).revert(revision)
-        return handle.snapshot
-
-    async def _handle(self, layer_id: str, thread_id: str, resource_id: str | None) -> LayerHandle:
-        """A handle of the layer on the scope, bound without reading it (writes read)."""
-        layer = self.layer(layer_id)
-        await self.open()
-        ctx = ExecutionContext(
-            thread_id=thread_id, resource_id=resource_id, events=self.events, tokenize=self.tokenize
-        )
-        return layer.bind(self._scoped(layer, ctx), ctx, None)
-
-    @staticmethod
-    def _journaled(layer_id: str, handle: LayerHandle) -> JournaledHandle:
-        if not isinstance(handle, JournaledHandle):
-            raise TypeError(f"the layer {layer_id!r} keeps no journal of its writes")
-        return handle
 
     def __repr__(self) -> str:
         layers = ", ".join(layer.id for layer in self.layers)

@@ -7,6 +7,9 @@ a missing driver is an error that names the extra to install, not an import fail
 The SQLite and PostgreSQL backends run on asyncio only (their drivers, aiosqlite and
 asyncpg, are asyncio libraries); opening one under trio is a :class:`StorageConfigError`
 that says so. The layer and ``memory://`` run under trio too.
+
+:class:`OwnedStorage` holds a ``storage=`` argument given as a URL or as an opened backend:
+it opens the URL once, on first use, and closes only what it opened.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from .._background import running_async_library
 from ..errors import StorageConfigError
 from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
 from .memory import MemoryStorage
+from .owned import OwnedStorage
 from .scoped import ScopedStorage, scope_prefix
 
 __all__ = (
@@ -28,6 +32,7 @@ __all__ = (
     "JsonValue",
     "KeyInfo",
     "MemoryStorage",
+    "OwnedStorage",
     "ScopedStorage",
     "StorageBackend",
     "UpdateFn",

@@ -105,6 +105,14 @@ async def test_a_bad_tool_name_is_refused_at_construction() -> None:
         Scratchpad(tool_name="scratchpad/update")
 
 
+def test_a_storage_of_another_type_is_refused_and_a_password_never_shown() -> None:
+    with pytest.raises(ScratchpadConfigError, match="storage must be a URL"):
+        Scratchpad(storage=42)  # type: ignore[arg-type]
+    notes = Scratchpad(storage="postgresql://app:s3cret@db/notes")
+    assert "s3cret" not in repr(notes)
+    assert notes.storage_url == "postgresql://app:***@db/notes"
+
+
 def test_importing_without_the_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "agents", None)  # as if it were not installed
     monkeypatch.delitem(sys.modules, "noetic_scratchpad.integrations.openai_agents")

@@ -450,12 +450,12 @@ async def test_storage_opened_here_is_closed_by_aclose_and_a_passed_backend_is_n
     owned = ScratchpadCapability(storage="memory://", events=bus)
     assert owned.events is bus
     await owned.open(thread_id="t1")
-    opened = owned._notes._backend
+    opened = owned._notes.storage.opened
     assert opened is not None
     assert not opened._closed
     await owned.aclose()
     assert opened._closed
-    assert owned._notes._backend is None  # a later run opens it again
+    assert owned._notes.storage.opened is None  # a later run opens it again
 
 
 # -- streaming and pydantic-ai's TestModel ------------------------------------------------

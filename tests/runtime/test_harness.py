@@ -406,6 +406,17 @@ def test_storage_url_defaults_to_the_environment(monkeypatch: pytest.MonkeyPatch
     assert AgentHarness("a", agent, {}, [scratchpad()], "memory://").storage_url == "memory://"
 
 
+def test_a_storage_of_another_type_is_refused_and_a_password_never_shown() -> None:
+    """A storage that is neither a URL nor a backend fails at construction; the URL shown
+    (``storage_url``, ``repr``) hides a password."""
+    agent = Agent(model=ScriptedModel([]))
+    with pytest.raises(ScratchpadConfigError, match="storage must be a URL"):
+        AgentHarness("a", agent, {}, [scratchpad()], 42)  # type: ignore[arg-type]
+    harness = AgentHarness("a", agent, {}, [scratchpad()], "postgresql://app:s3cret@db/notes")
+    assert harness.storage_url == "postgresql://app:***@db/notes"
+    assert "s3cret" not in repr(harness)
+
+
 def test_configuration_mistakes_fail_at_construction() -> None:
     """Two layers with one id, an agent tool named like a layer tool and bad limits are
     config errors when the harness is built."""

@@ -16,7 +16,7 @@ from ...adapters.names import PROVIDER_NAME
 from ...errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ...events import EventBus
 from ...layer import ScratchpadHandle, ScratchpadLayer, scratchpad
-from ...storage import StorageBackend, open_storage
+from ...storage import OwnedStorage, StorageBackend
 
 try:  # ToolFailed: a failure the model reads without retrying (newer pydantic-ai only)
     from pydantic_ai.exceptions import ToolFailed as _ToolFailed
@@ -136,33 +136,12 @@ class Notes:
         self.events = events if events is not None else EventBus()
         # A URL (or None: $NOETIC_SCRATCHPAD_STORAGE, else memory://) is opened, and closed,
         # here; a backend passed in stays the caller's.
-        self._backend: StorageBackend | None = None
-        self._url: str | None = None
-        if isinstance(storage, StorageBackend):
-            self._backend = storage
-        elif storage is None or isinstance(storage, str):
-            self._url = storage
-        else:
-            raise ScratchpadConfigError(
-                f"storage must be a URL such as 'sqlite:///notes.db' or an opened backend "
-                f"(await open_storage(url)), not {storage!r}"
-            )
-        self._owned = self._backend is None
-
-    async def backend(self) -> StorageBackend:
-        """The backend, opened from the URL on first use (then shared by every run)."""
-        if self._backend is None:
-            opened = await open_storage(self._url)
-            if self._backend is None:
-                self._backend = opened
-            else:  # a concurrent first run opened it meanwhile
-                await opened.aclose()
-        return self._backend
+        self.storage = OwnedStorage(storage)
 
     async def open(self, *, thread_id: str, resource_id: str | None = None) -> ScratchpadHandle:
         """A handle on one scope's scratchpad, to read or write it outside a run."""
         return await self.layer.open(
-            await self.backend(),
+            await self.storage.backend(),  # opened on first use, shared by every run
             thread_id=thread_id,
             resource_id=resource_id,
             events=self.events,
@@ -172,10 +151,7 @@ class Notes:
     async def aclose(self) -> None:
         """Close the backend if it was opened from a URL here (a backend passed in is the
         caller's to close), and wait for async event handlers."""
-        backend = self._backend
-        if self._owned and backend is not None:
-            self._backend = None  # a later run opens it again
-            await backend.aclose()
+        await self.storage.aclose()  # a later run opens it again
         await self.events.drain()
 
 
