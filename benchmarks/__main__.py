@@ -31,7 +31,7 @@ from . import (
     sqlite_single,
     state_size,
 )
-from ._harness import DEFAULT_POSTGRES_URL, Comparison, Config, machine
+from ._harness import DEFAULT_POSTGRES_URL, HISTORY_LIMIT_ENV, Comparison, Config, machine
 
 MODULES = {
     "overhead_memory": overhead_memory,
@@ -69,6 +69,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 when a target is missed as well"
+    )
+    parser.add_argument(
+        "--history-limit",
+        type=int,
+        metavar="N",
+        help="the layer's history_limit in every comparison but 'journal' (default: the "
+        "layer's own, 50; 0 measures without the journal)",
     )
     return parser.parse_args(argv)
 
@@ -137,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(MODULES)}")
         return 2
+    if args.history_limit is not None:
+        if args.history_limit < 0:
+            print(f"--history-limit must be >= 0, not {args.history_limit}")
+            return 2
+        os.environ[HISTORY_LIMIT_ENV] = str(args.history_limit)
     started = datetime.now(UTC)
     begin = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="noetic-bench-") as workdir:
@@ -147,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         "started_at": started.isoformat(timespec="seconds"),
         "seconds": time.perf_counter() - begin,
         "quick": args.quick,
+        "history_limit": args.history_limit,
         "command": "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": info,
         "comparisons": [comparison.as_json() for comparison in comparisons],

@@ -23,6 +23,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+#: Set by ``--history-limit``; an environment variable, so the child processes see it too.
+HISTORY_LIMIT_ENV = "NOETIC_SCRATCHPAD_BENCH_HISTORY_LIMIT"
 
 
 @dataclass
@@ -363,10 +365,14 @@ BIG_BUDGET = 1_000_000
 
 
 def bench_layer(max_state_bytes: int = 1024 * 1024) -> Any:
-    """``scratchpad(schema=TaskNotes)`` with room for the largest document measured."""
+    """``scratchpad(schema=TaskNotes)`` with room for the largest document measured, and
+    ``history_limit`` from ``--history-limit`` when the run sets it (else the default)."""
     from noetic_scratchpad import scratchpad
 
-    return scratchpad(schema=TaskNotes, max_state_bytes=max_state_bytes)
+    options: dict[str, Any] = {}
+    if HISTORY_LIMIT_ENV in os.environ:
+        options["history_limit"] = int(os.environ[HISTORY_LIMIT_ENV])
+    return scratchpad(schema=TaskNotes, max_state_bytes=max_state_bytes, **options)
 
 
 class EventTally:
