@@ -367,3 +367,19 @@ anyio.run(main)
     too_old = cli("revert", "--thread", "t1", "--to", "9", "--yes", "--storage", url, cwd=tmp_path)
     assert too_old.returncode == 1
     assert "no revision 9" in too_old.stderr
+
+
+def test_serve_banner_hides_the_urls_secrets(capsys: pytest.CaptureFixture[str]) -> None:
+    """The banner shows the storage URL as every message does: password, query values."""
+    import socket
+
+    from noetic_scratchpad.cli.serve import print_banner
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        print_banner("postgresql://app:s3cret@db/notes?sslpassword=k3y-k3y", sock, token=True)
+
+    out = capsys.readouterr().out
+    assert "serving postgresql://app:***@db/notes?sslpassword=***\n" in out
+    assert "s3cret" not in out
+    assert "k3y-k3y" not in out

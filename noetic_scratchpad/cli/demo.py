@@ -142,7 +142,7 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     )
     async with harness:
         await harness.storage.delete(state_key("scratchpad", "thread", args.thread))
-        out(f"Scratchpad demo on {url}, thread {args.thread!r} (reset first).")
+        out(f"Scratchpad demo on {harness.storage_url}, thread {args.thread!r} (reset first).")
         out("Schema: TaskNotes {currentGoal: str, completedSteps: [str], blockers: [str]}")
         await converse(harness, args.thread, out)
         final = await harness.read_state("scratchpad", thread_id=args.thread)

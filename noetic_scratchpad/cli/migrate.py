@@ -7,24 +7,26 @@ from typing import Any, Literal
 
 from ..keys import LEGACY_ROOT, Scope, kind_prefix, parse_legacy_state_key, state_key
 from ..storage import StorageBackend, open_storage
+from ..storage.redaction import redact_url
 from .common import logger
 from .stored import confirm, sqlite_file_missing, stored_url
 
 
 async def cmd_migrate(args: argparse.Namespace) -> int:
     url = stored_url(args)
+    shown = redact_url(url)
     if sqlite_file_missing(url) is not None:
-        print(f"Nothing to migrate: {url} holds nothing yet.")
+        print(f"Nothing to migrate: {shown} holds nothing yet.")
         return 0
     backend = await open_storage(url)
     try:
         legacy = await legacy_keys(backend, args.layer)
         if not legacy:
-            print(f"Nothing to migrate: no {args.layer} in the first release's layout in {url}.")
+            print(f"Nothing to migrate: no {args.layer} in the first release's layout in {shown}.")
             return 0
         if not args.yes:
             confirm(
-                f"Move {len(legacy)} {args.layer}(s) of the first release's layout in {url} "
+                f"Move {len(legacy)} {args.layer}(s) of the first release's layout in {shown} "
                 f"to {args.scope} scopes? [y/N] "
             )
         counts = await migrate_legacy(backend, args.layer, args.scope, legacy)

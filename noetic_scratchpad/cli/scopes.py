@@ -18,6 +18,7 @@ from ..keys import (
 )
 from ..render import render_block
 from ..storage import KeyInfo, StorageBackend, open_storage
+from ..storage.redaction import redact_url
 from .common import PROG, CliError
 from .stored import confirm, human_size, iso, scope_of, sqlite_file_missing, stored_url
 
@@ -42,7 +43,8 @@ async def cmd_show(args: argparse.Namespace) -> int:
             if legacy is not None
             else f"`{PROG} list` shows what is stored"
         )
-        raise CliError(f"no {args.layer} stored for {kind} {scope_key!r} in {url}; {hint}")
+        shown = redact_url(url)
+        raise CliError(f"no {args.layer} stored for {kind} {scope_key!r} in {shown}; {hint}")
     if args.json:
         print(json.dumps(state, indent=2, ensure_ascii=False))
     else:

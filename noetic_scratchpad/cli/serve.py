@@ -17,10 +17,10 @@ import socket
 import sys
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ..layer import ScratchpadLayer, scratchpad
 from ..storage import open_storage
+from ..storage.redaction import redact_url
 from .common import PROG, CliError, logger, storage_url
 
 __all__ = ("TOKEN_ENV", "add_serve", "cmd_serve")
@@ -175,7 +175,7 @@ def print_banner(url: str, sock: socket.socket, token: bool) -> None:
         else "no token: anyone who can reach this address can read and write"
     )
     print(
-        f"{PROG} serving {redact(url)}\n"
+        f"{PROG} serving {redact_url(url)}\n"
         f"  inspector  {base}\n"
         f"  API        {base}api/scopes   (OpenAPI: {base}openapi.json)\n"
         f"  auth       {auth}\n"
@@ -183,12 +183,3 @@ def print_banner(url: str, sock: socket.socket, token: bool) -> None:
         flush=True,
     )
     logger.info("serving on %s", base)
-
-
-def redact(url: str) -> str:
-    """``url`` without its password, for printing."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))

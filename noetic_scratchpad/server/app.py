@@ -29,7 +29,7 @@ from starlette.routing import Route
 from .._background import start_background
 from ..events import EventBus
 from ..layer import ScratchpadLayer
-from ..storage import StorageBackend, open_storage, resolve_storage_url
+from ..storage import OwnedStorage, StorageBackend
 from .context import Limits, ServerContext, layers_by_kind
 from .guard import Guard, check_token, session_value
 from .openapi import openapi_document
@@ -53,7 +53,6 @@ class ScratchpadApp(Starlette):
         self,
         ctx: ServerContext,
         *,
-        storage_url: str | None,
         owns_events: bool,
         routes: list[Route],
         middleware: list[Middleware],
@@ -69,7 +68,6 @@ class ScratchpadApp(Starlette):
             lifespan=self.lifespan,
         )
         self._ctx = ctx
-        self._storage_url = storage_url
         self._owns_events = owns_events
         self._running = False
 
@@ -82,12 +80,13 @@ class ScratchpadApp(Starlette):
     @property
     def storage(self) -> StorageBackend:
         """The backend; for a URL, opened by the lifespan (``RuntimeError`` before)."""
-        if self._ctx.backend is None:
+        backend = self._ctx.source.opened
+        if backend is None:
             raise RuntimeError(
                 "the app's storage is opened by its lifespan, which has not started; run "
                 "the app under a server, or `async with pad.lifespan():`"
             )
-        return self._ctx.backend
+        return backend
 
     def close_streams(self) -> None:
         """End every open event stream now, and refuse new ones until the next start.
@@ -105,10 +104,8 @@ class ScratchpadApp(Starlette):
             raise RuntimeError("the app's lifespan is already running")
         self._running = True
         ctx = self._ctx
-        opened: StorageBackend | None = None
         try:
-            if self._storage_url is not None:
-                opened = ctx.backend = await open_storage(self._storage_url)
+            await ctx.source.backend()  # a URL is opened now: a bad one fails the start-up
             if self._owns_events and ctx.events.closed:
                 ctx.events = EventBus()  # a restart: the last run closed the app's own bus
             ctx.hub.start(ctx.events)
@@ -124,9 +121,7 @@ class ScratchpadApp(Starlette):
         finally:
             ctx.hub.stop()
             try:
-                if opened is not None:
-                    ctx.backend = None
-                    await opened.aclose()
+                await ctx.source.aclose()  # what the lifespan opened; a borrowed one stays
             finally:
                 if self._owns_events:
                     await ctx.events.aclose()
@@ -182,7 +177,8 @@ def create_app(
     ``max_body_bytes``, ``keepalive`` (seconds between keep-alive comments on event
     streams), ``recent_events`` (kept for replay): limits with safe defaults.
 
-    Raises ``ValueError`` (or ``TypeError``) for a bad argument, at once.
+    Raises ``ValueError`` (or ``TypeError``: a ``storage`` or a layer of another type)
+    for a bad argument, at once.
     """
     for name, value in (("max_body_bytes", max_body_bytes), ("recent_events", recent_events)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -192,20 +188,18 @@ def create_app(
     token = check_token(token)
     by_kind = layers_by_kind(layers)
     limits = Limits(max_body_bytes=max_body_bytes, keepalive=keepalive, recent_events=recent_events)
-    ctx = ServerContext(layers=by_kind, events=events or EventBus(), limits=limits)
-    if isinstance(storage, StorageBackend):
-        ctx.backend, storage_url = storage, None
-    elif storage is None or isinstance(storage, str):
-        storage_url = resolve_storage_url(storage)
-    else:
-        raise TypeError(f"storage must be a URL or a StorageBackend, not {storage!r}")
+    ctx = ServerContext(
+        storage=OwnedStorage(storage),  # StorageTypeError, a TypeError, for another type
+        layers=by_kind,
+        events=events or EventBus(),
+        limits=limits,
+    )
     pages = Pages(
         openapi_document(by_kind, token=token is not None, limits=limits),
         session=session_value(token) if token else None,
     )
     return ScratchpadApp(
         ctx,
-        storage_url=storage_url,
         owns_events=events is None,
         routes=_routes(ScopeRoutes(ctx), pages),
         middleware=_middleware(token, trusted_hosts, cors_origins),

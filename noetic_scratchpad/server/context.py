@@ -9,7 +9,7 @@ from ..context import ExecutionContext
 from ..events import EventBus
 from ..keys import SCOPES, Scope, check_scope_id
 from ..layer import ScratchpadHandle, ScratchpadLayer, scratchpad
-from ..storage import ScopedStorage, StorageBackend
+from ..storage import OwnedStorage, ScopedStorage, StorageBackend
 from .problems import Problem
 from .stream import EventHub
 
@@ -65,19 +65,22 @@ class ServerContext:
     def __init__(
         self,
         *,
+        storage: OwnedStorage,
         layers: dict[Scope, ScratchpadLayer],
         events: EventBus,
         limits: Limits,
     ) -> None:
+        self.source = storage
+        """The app's storage: a URL opened by the lifespan, or a backend borrowed."""
         self.layers = layers
         self.events = events
         self.limits = limits
         self.hub = EventHub(recent=limits.recent_events, buffer=limits.stream_buffer)
-        self.backend: StorageBackend | None = None
 
     def storage(self) -> StorageBackend:
         """The opened backend; a 503 problem until the app's lifespan has started."""
-        if self.backend is None:
+        backend = self.source.opened
+        if backend is None:
             raise Problem(
                 503,
                 "The app has not started",
@@ -86,7 +89,7 @@ class ServerContext:
                 "pad.lifespan(app):` inside the host's own lifespan.",
                 kind="not-started",
             )
-        return self.backend
+        return backend
 
     def layer(self, kind: str) -> ScratchpadLayer:
         """The layer serving ``kind``; a 404 problem for a kind this app does not serve."""

@@ -7,23 +7,35 @@ closed). :class:`OwnedStorage` is that rule in one place.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import logging
+from typing import TYPE_CHECKING
 
 import anyio
 
+from .._background import start_background
 from ..errors import ScratchpadConfigError
 from .base import StorageBackend
+from .redaction import redact_url
 
-__all__ = ("OwnedStorage",)
+if TYPE_CHECKING:
+    import asyncio
 
-_HIDDEN = "***"
+__all__ = ("OwnedStorage", "StorageTypeError")
+
+logger = logging.getLogger("noetic_scratchpad.storage")
+
+
+class StorageTypeError(ScratchpadConfigError, TypeError):
+    """``storage=`` is neither a URL, an opened backend nor ``None``: a configuration
+    error, and a ``TypeError`` as Python's own checks of an argument's type raise."""
 
 
 class OwnedStorage:
     """A URL to open here, once and lazily, or an opened backend borrowed from the caller.
 
     ``storage``: a URL; ``None`` (``$NOETIC_SCRATCHPAD_STORAGE``, else ``memory://``, read
-    now); or a :class:`StorageBackend`. Anything else is a :class:`ScratchpadConfigError`.
+    now); or a :class:`StorageBackend`. Anything else is a :class:`StorageTypeError` (a
+    ``ScratchpadConfigError`` and a ``TypeError``).
     :meth:`backend` opens the URL on its first call; concurrent first calls share one open.
     :meth:`aclose` closes what was opened here (waiting for an open under way) and may be
     called any number of times; a later :meth:`backend` opens the URL again. A borrowed
@@ -39,15 +51,17 @@ class OwnedStorage:
             self._backend, shown = storage, storage.url
         elif storage is None or isinstance(storage, str):
             self._url = resolve_storage_url(storage)
-            shown = _display_url(self._url)
+            shown = redact_url(self._url)
         else:
-            raise ScratchpadConfigError(
+            raise StorageTypeError(
                 "storage must be a URL such as 'sqlite:///notes.db', an opened backend "
                 f"(await open_storage(url)) or None, not {storage!r}"
             )
         self.url = shown
-        """The URL for messages and ``repr``: a password and the query's values are ``***``."""
+        """The URL for messages and ``repr``: a password, the query's values and a fragment
+        are ``***``."""
         self._lock = anyio.Lock()
+        self._closing: set[asyncio.Task[None]] = set()  # asyncio holds its tasks weakly
 
     @property
     def owned(self) -> bool:
@@ -74,11 +88,43 @@ class OwnedStorage:
     async def aclose(self) -> None:
         """Close the backend if it was opened here; a borrowed one stays open.
 
-        Takes the lock :meth:`backend` opens under, so a backend still being opened is
-        closed once it is, never left open behind this call.
+        The close runs in a task of its own, behind the lock :meth:`backend` opens under:
+        a backend still being opened is closed once it is, and cancelling the caller (a
+        timeout, ``task.cancel()``, an anyio cancel scope) only ends its wait, never leaves
+        the backend open or half closed. A close that fails raises here (is logged when
+        the caller no longer waits).
         """
         if not self.owned:
             return
+        done = anyio.Event()
+        failure: list[Exception] = []
+        waiting = [True]  # whether the caller still waits for the outcome
+
+        async def close() -> None:
+            try:
+                await self._close_now()
+            except Exception as exc:
+                failure.append(exc)
+                if not waiting[0]:
+                    logger.error("closing storage %s failed", self.url, exc_info=exc)
+            finally:
+                done.set()
+
+        started, _ = start_background(close, self._closing)
+        if not started:  # no loop to start a task on (a coroutine driven by hand)
+            await close()
+        try:
+            await done.wait()
+        except BaseException:
+            waiting[0] = False
+            if failure:  # it failed as the caller was cancelled: nobody else reports it
+                logger.error("closing storage %s failed", self.url, exc_info=failure[0])
+            raise
+        if failure:
+            raise failure[0]
+
+    async def _close_now(self) -> None:
+        """Once an open under way has finished, forget the backend and close it."""
         async with self._lock:
             backend, self._backend = self._backend, None
         if backend is not None:
@@ -88,18 +134,3 @@ class OwnedStorage:
         whose = "owned" if self.owned else "borrowed"
         state = "open" if self._backend is not None else "not open"
         return f"<OwnedStorage {self.url!r} {whose}, {state}>"
-
-
-def _display_url(url: str) -> str:
-    """``url`` safe to show: a password (``user:password@``) and every query value, which
-    may be a secret (``?password=...``, a registered scheme's token), become ``***``."""
-    parts = urlsplit(url)
-    user, at, host = parts.netloc.rpartition("@")
-    if at and ":" in user:
-        hidden = f"//{user.partition(':')[0]}:{_HIDDEN}@{host}"
-        url = url.replace(f"//{parts.netloc}", hidden, 1)
-    if parts.query:
-        names = (pair.partition("=")[0] for pair in parts.query.split("&"))
-        hidden = "&".join(f"{name}={_HIDDEN}" for name in names)
-        url = url.replace(f"?{parts.query}", f"?{hidden}", 1)
-    return url

@@ -13,6 +13,7 @@ from starlette.routing import Mount
 from noetic_scratchpad import UpdateApplied, UpdateRejected, open_storage, scratchpad
 from noetic_scratchpad.keys import MAX_ID_BYTES
 from noetic_scratchpad.server import create_app
+from noetic_scratchpad.server.openapi import MAX_OFFSET
 from noetic_scratchpad.testing import FaultyStorage, capture_events
 
 from .helpers import TaskNotes, api_client
@@ -168,6 +169,14 @@ async def test_bad_ids_kinds_and_parameters_are_4xx_problems() -> None:
         assert_problem(await client.get("/api/scopes/thread/"), 400, "invalid-scope-id")
         for query in ({"limit": "0"}, {"limit": "ten"}, {"offset": "-1"}, {"kind": "user"}):
             assert_problem(await client.get("/api/scopes", params=query), 400, "invalid-parameter")
+        for offset, status in (
+            (str(MAX_OFFSET), 200),
+            (str(MAX_OFFSET + 1), 400),
+            ("9" * 5000, 400),
+        ):
+            assert (
+                await client.get("/api/scopes", params={"offset": offset})
+            ).status_code == status
         assert_problem(
             await client.get("/api/events", params={"replay": "x"}), 400, "invalid-parameter"
         )

@@ -3,15 +3,19 @@ borrowed and never closed. Under asyncio and trio."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import noetic_scratchpad.storage as storage_module
 from noetic_scratchpad.errors import ScratchpadConfigError, StorageConfigError
 from noetic_scratchpad.storage import MemoryStorage, OwnedStorage, register_backend
+from noetic_scratchpad.storage.owned import StorageTypeError
 
 pytestmark = pytest.mark.anyio
 
@@ -29,10 +33,18 @@ class Counted(MemoryStorage):
     def __init__(self) -> None:
         super().__init__()
         self.closes = 0
+        self.close_fails = False
+        self.closed = anyio.Event()
 
     async def aclose(self) -> None:
         self.closes += 1
-        await super().aclose()
+        try:
+            await anyio.lowlevel.checkpoint()  # where a cancellation could land
+            if self.close_fails:
+                raise OSError("the connection broke while closing")
+            await super().aclose()
+        finally:
+            self.closed.set()
 
 
 class Opener:
@@ -139,6 +151,77 @@ async def test_aclose_racing_a_first_open_leaves_nothing_open(opener: Opener) ->
     assert source.opened is None
 
 
+@pytest.mark.parametrize("cancel", ["task.cancel", "move_on_after"])
+async def test_a_cancelled_aclose_waiting_for_an_open_still_closes_it(
+    opener: Opener, anyio_backend: str, cancel: str
+) -> None:
+    """The caller of ``aclose`` is cancelled while an open it waits for is under way
+    (asyncio's own ``task.cancel()``, or an anyio cancel scope): once the open finishes,
+    the backend is closed all the same."""
+    if cancel == "task.cancel" and anyio_backend != "asyncio":
+        pytest.skip("task.cancel() is asyncio's")
+    source = OwnedStorage(URL)
+    opener.release = anyio.Event()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(source.backend)
+        await opener.started.wait()  # the open is under way, holding the lock
+        if cancel == "task.cancel":
+            closing = asyncio.ensure_future(source.aclose())
+            await anyio.wait_all_tasks_blocked()
+            closing.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await closing
+        else:
+            with anyio.move_on_after(0.05) as scope:
+                await source.aclose()
+            assert scope.cancelled_caught
+        opener.release.set()
+
+    (backend,) = opener.opened
+    with anyio.fail_after(5):
+        await backend.closed.wait()
+    assert backend.closes == 1
+    assert source.opened is None
+
+
+async def test_a_close_cancelled_midway_is_finished(opener: Opener) -> None:
+    """Cancelled while the backend itself closes (past the lock), the close still ends."""
+    source = OwnedStorage(URL)
+    backend = await source.backend()
+
+    with anyio.CancelScope() as scope:
+        scope.cancel()  # lands on aclose's first checkpoint
+        await source.aclose()
+
+    with anyio.fail_after(5):
+        await backend.closed.wait()
+    assert source.opened is None
+    assert backend.closes == 1
+
+
+async def test_a_failing_close_raises_to_its_caller_or_is_logged_without_one(
+    opener: Opener, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = OwnedStorage(URL)
+    (await source.backend()).close_fails = True  # type: ignore[attr-defined]
+
+    with pytest.raises(OSError, match="broke while closing"):
+        await source.aclose()
+    assert source.opened is None  # forgotten all the same: the next use opens it again
+
+    backend = await source.backend()
+    backend.close_fails = True  # type: ignore[attr-defined]
+    with caplog.at_level(logging.ERROR, logger="noetic_scratchpad.storage"):
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await source.aclose()
+        with anyio.fail_after(5):
+            await backend.closed.wait()  # type: ignore[attr-defined]
+        await anyio.wait_all_tasks_blocked()  # the close's task has logged
+    assert "closing storage counted://here failed" in caplog.text
+
+
 async def test_a_failed_open_leaves_nothing_to_close_and_the_next_call_retries(
     opener: Opener,
 ) -> None:
@@ -160,6 +243,8 @@ def test_a_storage_of_another_type_is_a_config_error(wrong: Any) -> None:
         OwnedStorage(wrong)
     assert repr(wrong) in str(caught.value)
     assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, TypeError)  # as create_app documents
+    assert isinstance(caught.value, StorageTypeError)
 
 
 def test_none_is_the_environments_url_else_memory(monkeypatch: pytest.MonkeyPatch) -> None:

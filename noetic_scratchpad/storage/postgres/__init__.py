@@ -28,8 +28,9 @@ so a repetitive key may be longer): a longer key is refused with ``ValueError``.
 
 The modules, one job each:
 
-- :mod:`.options`: the URL, its options and the table name, checked before connecting;
-- :mod:`.redaction`: the URL's passwords, kept out of messages, logs and ``repr``;
+- :mod:`.options`: the URL, its options and the table name, checked before connecting,
+  and the URL's passwords, kept out of messages, logs and ``repr`` (by
+  :mod:`noetic_scratchpad.storage.redaction`);
 - :mod:`.codec`: values as jsonb on the wire, with the escape of U+0000;
 - :mod:`.table`: the SQL run on the two tables;
 - :mod:`.schema`: their creation under an advisory lock, the 0.1 upgrade, the shape checks;

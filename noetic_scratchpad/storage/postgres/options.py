@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ...errors import StorageConfigError
 from .._options import int_option
-from .redaction import REDACTED, redact_url, url_secrets
+from ..redaction import REDACTED, redact_url, url_secrets
 
 __all__ = (
     "DEFAULT_MAX_SIZE",
@@ -44,6 +44,9 @@ _OUR_PARAMS = ("table", "pool_size", "min_size", "max_size")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1; longer names are silently cut
 _JOURNAL_SUFFIX = "_journal"
+# The parameters whose value is a secret (libpq's and asyncpg's names; passfile is a path):
+# shown as ``***``, the others as written.
+_SECRET_PARAMS = frozenset({"password", "sslpassword"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +104,7 @@ def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
     identifier.
     """
     parts = urlsplit(url)
-    display = redact_url(url)
+    display = redact_url(url, _SECRET_PARAMS)
     if parts.scheme.lower() not in _SCHEMES:
         raise StorageConfigError(
             f"{display!r} is not a PostgreSQL URL; use postgresql://user@host:5432/dbname"
@@ -112,7 +115,14 @@ def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
     _check_table_name(table)
     min_size, max_size = _pool_sizes(merged)
     dsn = urlunsplit(parts._replace(query="&".join(passed)))
-    return PostgresSettings(dsn, table, min_size, max_size, redact_url(dsn), url_secrets(url))
+    return PostgresSettings(
+        dsn,
+        table,
+        min_size,
+        max_size,
+        redact_url(dsn, _SECRET_PARAMS),
+        url_secrets(url, _SECRET_PARAMS),
+    )
 
 
 def _split_query(query: str, display: str) -> tuple[dict[str, str], list[str]]:
