@@ -5,10 +5,13 @@ Each applied write is journaled by the backend in the same transaction as the st
 
     {"source": "tool", "call_id": "c1", "keys": ["blockers"],
      "update": {"blockers": []},                  # the change as applied
-     "undo": {"set": {"blockers": ["no logs"]}}}  # what restores the prior state
+     "undo": {"restore": [[["blockers"], ["no logs"]]]}}  # what restores the prior state
 
-``undo`` holds only the prior values of the top-level keys the write touched
-(``{"set": {...}, "delete": [...]}``), or ``{"state": ...}`` when the whole state was
+``undo`` holds only what the write replaced. For an update merged into the state, the prior
+value at each path the merge wrote (``{"restore": [[path, value], ...], "remove": [path,
+...]}``, a path being a list of keys), so a write deep inside a large object records only
+the values it changed. For an edit or a revert, the prior values of the top-level keys it
+touched (``{"set": {...}, "delete": [...]}``). ``{"state": ...}`` when the whole state was
 replaced (a text state, a state that no longer fitted the schema, the first write). So an
 entry costs about what its update costs, and the state after any kept revision is rebuilt
 by undoing the newer entries from the current state, newest first.
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ScratchpadHistoryError
+from ..merge import MAX_DEPTH
 from .config import ScratchpadState
 
 __all__ = ("MISSING", "HistoryEntry", "entry_of", "history_of", "state_at", "undo")
@@ -39,12 +43,21 @@ def entry_of(
     applied: Any,
     stored: Any,
     base: ScratchpadState,
+    merged: bool = True,
 ) -> dict[str, Any]:
     """The journal entry of a write of ``keys`` that turned ``stored`` (what storage
     held; ``None``: nothing) into a new state, starting from ``base`` (``stored`` itself,
-    or the initial state that replaced it)."""
+    or the initial state that replaced it). ``merged``: ``applied`` is an update that
+    was deep-merged (else an edit's or a revert's change)."""
     undo: dict[str, Any]
-    if base is stored and isinstance(stored, dict):
+    if base is not stored or not isinstance(stored, dict):
+        undo = {"state": stored}
+    elif merged:
+        restore: list[list[Any]] = []
+        remove: list[list[str]] = []
+        _merge_undo(stored, applied, [], MAX_DEPTH, restore, remove)
+        undo = {"restore": restore, "remove": remove} if remove else {"restore": restore}
+    else:
         prior: dict[str, Any] = {}
         absent: list[str] = []
         for key in keys:  # a loop, not two comprehensions: each is a call, on every write
@@ -53,13 +66,34 @@ def entry_of(
             else:
                 absent.append(key)
         undo = {"set": prior, "delete": absent} if absent else {"set": prior}
-    else:
-        undo = {"state": stored}
     entry: dict[str, Any] = {"source": source, "keys": list(keys), "update": applied}
     if call_id is not None:
         entry["call_id"] = call_id
     entry["undo"] = undo
     return entry
+
+
+def _merge_undo(
+    current: Mapping[str, Any],
+    update: Mapping[str, Any],
+    path: list[str],
+    depth_left: int,
+    restore: list[list[Any]],
+    remove: list[list[str]],
+) -> None:
+    """Walk ``update`` as :func:`~noetic_scratchpad.merge.merge_state` merges it into
+    ``current`` (the same rule for where it recurses), noting each path it writes: its
+    prior value, or that it had none."""
+    for key, value in update.items():
+        here = [*path, key]
+        if key not in current:
+            remove.append(here)
+            continue
+        prior = current[key]
+        if isinstance(value, dict) and isinstance(prior, dict) and depth_left > 1:
+            _merge_undo(prior, value, here, depth_left - 1, restore, remove)
+        else:
+            restore.append([here, prior])
 
 
 def undo(state: Any, entry: Mapping[str, Any]) -> Any:
@@ -68,10 +102,37 @@ def undo(state: Any, entry: Mapping[str, Any]) -> Any:
     if "state" in reverse:
         return reverse["state"]
     before = dict(state) if isinstance(state, dict) else {}
+    for path, value in reverse.get("restore", ()):
+        _put(before, path, value)
+    for path in reverse.get("remove", ()):
+        _drop(before, path)
     before.update(reverse.get("set", {}))
     for key in reverse.get("delete", ()):
         before.pop(key, None)
     return before
+
+
+def _put(root: dict[str, Any], path: Sequence[str], value: Any) -> None:
+    """Set ``path`` in ``root`` to ``value``, copying the objects on the way (never
+    changing one the state after the write shares)."""
+    node = root
+    for key in path[:-1]:
+        child = node.get(key)
+        node[key] = child = dict(child) if isinstance(child, dict) else {}
+        node = child
+    node[path[-1]] = value
+
+
+def _drop(root: dict[str, Any], path: Sequence[str]) -> None:
+    """Remove ``path`` from ``root`` if it is there, copying the objects on the way."""
+    node = root
+    for key in path[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            return
+        node[key] = child = dict(child)
+        node = child
+    node.pop(path[-1], None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -220,14 +220,14 @@ class ScopeWriter:
             produced[:] = [Written(result.state, result.encoded, has_floats, result.keys)]
             if keep == 0:
                 return Commit(result.state, None, result.encoded)
-            applied = change.applied if isinstance(change, Rewrite) else change
             entry = entry_of(
                 source=source,
                 call_id=call_id,
                 keys=result.keys,
-                applied=applied,
+                applied=change.applied if isinstance(change, Rewrite) else change,
                 stored=value,
                 base=result.base,
+                merged=not isinstance(change, Rewrite),
             )
             return Commit(result.state, entry, result.encoded)
 
