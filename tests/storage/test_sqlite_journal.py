@@ -81,6 +81,40 @@ async def test_a_file_of_version_0_1_is_upgraded_at_open(tmp_path: Path) -> None
         assert await storage.get_revision(key) == Revision({"goal": "new"}, 2)
 
 
+async def test_a_journal_made_without_rowid_by_the_previous_release_keeps_working(
+    tmp_path: Path,
+) -> None:
+    """New files get a rowid journal; a file whose journal an earlier release made WITHOUT
+    ROWID (same columns and key) opens unchanged, and commits, trims and reads work on it."""
+    fresh = tmp_path / "fresh.db"
+    async with await SqliteStorage.open(url_of(fresh)):
+        pass
+    ddl = raw(fresh, "SELECT sql FROM sqlite_master WHERE name = 'scratchpad_kv_journal'")
+    assert "WITHOUT ROWID" not in ddl[0][0].upper()
+
+    path = tmp_path / "earlier.db"
+    raw(
+        path,
+        "CREATE TABLE scratchpad_kv (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, "
+        "updated_at REAL NOT NULL, revision INTEGER NOT NULL DEFAULT 0)",
+    )
+    raw(
+        path,
+        "CREATE TABLE scratchpad_kv_journal (key TEXT NOT NULL, revision INTEGER NOT NULL, "
+        "written_at REAL NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (key, revision)) "
+        "WITHOUT ROWID",
+    )
+    key = "layers/scratchpad/t1/state"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        for n in range(1, 6):
+            await storage.commit(key, journaled({"n": n}), keep=3)
+        rows = await storage.journal(key, limit=10)
+    assert [row.revision for row in rows] == [5, 4, 3]
+    assert [row.entry for row in rows] == [{"n": 5}, {"n": 4}, {"n": 3}]
+    ddl = raw(path, "SELECT sql FROM sqlite_master WHERE name = 'scratchpad_kv_journal'")
+    assert "WITHOUT ROWID" in ddl[0][0].upper()
+
+
 async def test_open_of_an_upgraded_file_takes_no_write_lock(tmp_path: Path) -> None:
     """Once the tables are in place, opening writes nothing: it succeeds while another
     connection holds the write lock."""

@@ -157,12 +157,15 @@ def _create(conn: sqlite3.Connection, path: str, table: str) -> None:
         # A table of version 0.1: each stored value was made by (at least) one write.
         conn.execute(f"ALTER TABLE {table} ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")
         conn.execute(f"UPDATE {table} SET revision = 1")
-    # WITHOUT ROWID: rows are read and trimmed only by (key, revision) ranges, so the
-    # clustered primary key spares a second index.
+    # A rowid table too: an entry is a few hundred bytes, past what WITHOUT ROWID suits
+    # (a twentieth of a page); new rows go at the table's end and only the small
+    # (key, revision) index entries land among the other keys'. Inserts measured 1.4-3x
+    # faster with 100 scopes. (Files of 0.2 keep their WITHOUT ROWID journal: the same
+    # columns and key, read and written alike.)
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {journal_table(table)} ("
         "key TEXT NOT NULL, revision INTEGER NOT NULL, written_at REAL NOT NULL, "
-        "entry TEXT NOT NULL, PRIMARY KEY (key, revision)) WITHOUT ROWID"
+        "entry TEXT NOT NULL, PRIMARY KEY (key, revision))"
     )
     _check_shapes(conn, path, table)
 
