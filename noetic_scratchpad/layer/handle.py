@@ -16,9 +16,10 @@ from ..storage import ScopedStorage
 from .arguments import applied_text, edited_text
 from .config import STATE_KEY, ScratchpadState
 from .journal import HistoryEntry, history_of, state_at
+from .load import Loaded, load
 from .pipeline import Rewrite, UpdatePipeline, copy_state
 from .view import view_of
-from .writer import Loaded, Prepare, ScopeWriter, Written, conflict, load
+from .writer import Prepare, ScopeWriter, Written, conflict
 
 __all__ = ("ScratchpadHandle", "copy_state")
 

@@ -28,9 +28,9 @@ from .base import (
 )
 from .config import EDIT_TOOL, UPDATE_TOOL, ScratchpadConfig, ScratchpadState
 from .handle import ScratchpadHandle, copy_state
+from .load import load
 from .pipeline import UpdatePipeline
 from .view import view_of
-from .writer import load
 
 __all__ = ("ScratchpadLayer", "scratchpad")
 

@@ -11,8 +11,7 @@ store hook, ``handle.update`` from code, ``harness.update_state``):
 3. an error becomes one ``UpdateRejected`` (:func:`_refusal` maps every error, once), a
    success one ``UpdateApplied`` with the new revision; the call id is recorded as handled.
 
-:func:`load` is the other direction: read a scope's state (under ``read_timeout``) and
-replace one that no longer fits by the initial state, with a ``StateDiscarded`` event.
+Reading a scope's state is :mod:`.load`.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from ..errors import (
     StorageError,
     StorageOutcomeUnknownError,
 )
-from ..events import StateDiscarded, UpdateApplied, UpdateRejected, WriteSource
+from ..events import UpdateApplied, UpdateRejected, WriteSource
 from ..keys import Scope
 from ..render import contains_float
 from ..storage import ScopedStorage
@@ -38,7 +37,7 @@ from .config import STATE_KEY, UPDATE_TOOL, ScratchpadState
 from .journal import entry_of
 from .pipeline import Rewrite, UpdatePipeline
 
-__all__ = ("Change", "Loaded", "ScopeWriter", "Written", "conflict", "load")
+__all__ = ("Change", "ScopeWriter", "Written", "conflict")
 
 #: A write's change: an update to merge, or a :class:`~.pipeline.Rewrite`.
 Change = Mapping[str, Any] | Rewrite
@@ -55,55 +54,6 @@ class Written:
     encoded: bytes
     has_floats: bool | None
     keys: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Loaded:
-    """A scope's state as :func:`load` found it; ``checked``: it is the stored state and
-    it passed the schema; ``revision``: the stored revision (0: nothing stored)."""
-
-    state: ScratchpadState
-    checked: bool
-    revision: int = 0
-
-
-async def load(
-    pipeline: UpdatePipeline,
-    storage: ScopedStorage,
-    ctx: ExecutionContext,
-    *,
-    layer_id: str,
-) -> Loaded:
-    """Read the scope's state, waiting at most ``read_timeout``; raises ``StorageError``
-    past it. A stored state that cannot be used is reported (``StateDiscarded``) and
-    replaced by the initial state."""
-    timeout = pipeline.config.read_timeout
-    try:
-        found = await _deadline.wait_for(timeout, storage.get_revision(STATE_KEY))
-    except _deadline.Expired:
-        raise StorageError(
-            f"The scratchpad of scope {storage.scope_key!r} could not be loaded within "
-            f"{timeout:g} s (read_timeout); nothing was changed. Check that the storage "
-            "answers, then retry, or raise read_timeout"
-        ) from None
-    if found is None:
-        return Loaded(pipeline.initial_state(), False)
-    stored, revision = found.value, found.revision
-    problem = pipeline.problem(stored)
-    if problem is None:
-        return Loaded(stored, pipeline.gate is not None, revision)
-    reason, errors = problem
-    ctx.events.emit(
-        StateDiscarded(
-            layer_id=layer_id,
-            scope_key=storage.scope_key,
-            scope=storage.scope,
-            execution_id=ctx.execution_id,
-            reason=reason,
-            errors=tuple(errors),
-        )
-    )
-    return Loaded(pipeline.initial_state(), False, revision)
 
 
 class ScopeWriter:

@@ -1,0 +1,68 @@
+"""Reading a scope's state: the other direction of :mod:`.writer`.
+
+:func:`load` reads a scope's state (under ``read_timeout``) and replaces one that no longer
+fits by the initial state, with a ``StateDiscarded`` event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import _deadline
+from ..context import ExecutionContext
+from ..errors import StorageError
+from ..events import StateDiscarded
+from ..storage import ScopedStorage
+from .config import STATE_KEY, ScratchpadState
+from .pipeline import UpdatePipeline
+
+__all__ = ("Loaded", "load")
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A scope's state as :func:`load` found it; ``checked``: it is the stored state and
+    it passed the schema; ``revision``: the stored revision (0: nothing stored)."""
+
+    state: ScratchpadState
+    checked: bool
+    revision: int = 0
+
+
+async def load(
+    pipeline: UpdatePipeline,
+    storage: ScopedStorage,
+    ctx: ExecutionContext,
+    *,
+    layer_id: str,
+) -> Loaded:
+    """Read the scope's state, waiting at most ``read_timeout``; raises ``StorageError``
+    past it. A stored state that cannot be used is reported (``StateDiscarded``) and
+    replaced by the initial state."""
+    timeout = pipeline.config.read_timeout
+    try:
+        found = await _deadline.wait_for(timeout, storage.get_revision(STATE_KEY))
+    except _deadline.Expired:
+        raise StorageError(
+            f"The scratchpad of scope {storage.scope_key!r} could not be loaded within "
+            f"{timeout:g} s (read_timeout); nothing was changed. Check that the storage "
+            "answers, then retry, or raise read_timeout"
+        ) from None
+    if found is None:
+        return Loaded(pipeline.initial_state(), False)
+    stored, revision = found.value, found.revision
+    problem = pipeline.problem(stored)
+    if problem is None:
+        return Loaded(stored, pipeline.gate is not None, revision)
+    reason, errors = problem
+    ctx.events.emit(
+        StateDiscarded(
+            layer_id=layer_id,
+            scope_key=storage.scope_key,
+            scope=storage.scope,
+            execution_id=ctx.execution_id,
+            reason=reason,
+            errors=tuple(errors),
+        )
+    )
+    return Loaded(pipeline.initial_state(), False, revision)
