@@ -5,6 +5,7 @@ Used to refresh the figures in ``docs/benchmarks.md`` after a full run.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -58,9 +59,20 @@ def details(document: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def main() -> None:
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_JSON
-    document = json.loads(path.read_text())
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.report",
+        description="Print the Markdown tables of docs/benchmarks.md from a run's JSON.",
+    )
+    parser.add_argument(
+        "json", nargs="?", type=Path, default=DEFAULT_JSON, help=f"a run's JSON ({DEFAULT_JSON})"
+    )
+    path = parser.parse_args(argv).json
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"cannot read the results {path}: {exc}", file=sys.stderr)
+        return 1
     machine = document["machine"]
     print(
         f"Run {document['started_at']}, {document['seconds']:.0f} s, "
@@ -71,7 +83,8 @@ def main() -> None:
     print(summary(document))
     print()
     print(details(document))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
