@@ -28,7 +28,7 @@ from noetic_scratchpad.runtime import (
     Tool,
 )
 from noetic_scratchpad.storage import MemoryStorage, StorageBackend
-from noetic_scratchpad.testing import capture_events
+from noetic_scratchpad.testing import FaultyStorage, capture_events
 from tests.runtime.helpers import TaskNotes, blocks, update_call
 
 
@@ -284,6 +284,19 @@ async def test_scope_decides_what_later_runs_see() -> None:
     block = '<scratchpad>\n{\n  "note": "likes tea"\n}\n</scratchpad>'
     assert [blocks(r) for r in resource_model.requests[2:]] == [[block], []]
     assert [blocks(r) for r in thread_model.requests[2:]] == [[], [block]]
+
+
+@pytest.mark.asyncio
+async def test_update_state_costs_one_storage_round_trip() -> None:
+    """What a web endpoint calls: the write merges into the stored state inside storage,
+    nothing is read before it (one ``commit``, no ``get``/``get_revision``)."""
+    storage = FaultyStorage(MemoryStorage())
+    async with make_harness(ScriptedModel([]), scratchpad(), storage=storage) as harness:
+        await harness.update_state("scratchpad", {"goal": "a"}, thread_id="t")
+        storage.calls.clear()
+        new = await harness.update_state("scratchpad", {"step": 2}, thread_id="t")
+    assert new == {"goal": "a", "step": 2}
+    assert dict(storage.calls) == {"commit": 1}
 
 
 @pytest.mark.asyncio
