@@ -106,8 +106,7 @@ class ScratchpadHistoryError(ScratchpadUpdateError):
 
 class StorageError(ScratchpadError):
     """A storage backend failed; the write did not happen and the prior state is intact,
-    unless the error says otherwise (:class:`StorageOutcomeUnknownError`, or a write cut
-    off by ``write_timeout``, whose message says the update may have been saved)."""
+    unless it is a :class:`StorageOutcomeUnknownError`."""
 
 
 class StorageConfigError(StorageError, ValueError):
@@ -119,9 +118,10 @@ class StorageBusyError(StorageError):
 
 
 class StorageOutcomeUnknownError(StorageError):
-    """Contact with the backend was lost while a write committed, so whether it landed
-    cannot be known: the stored value is either the old one or the new one, never a mix.
-    Read it to find out; repeating a scratchpad update that is missing is harmless."""
+    """Whether a write landed cannot be known: contact with the backend was lost while it
+    committed, or it did not answer within ``write_timeout``. The stored value is either
+    the old one or the new one, never a mix. Read it to find out; repeating a scratchpad
+    update that is missing is harmless."""
 
 
 class MaxStepsExceededError(ScratchpadError):

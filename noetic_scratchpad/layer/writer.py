@@ -118,7 +118,9 @@ class ScopeWriter:
             self._emit_rejected(source, call_id, reason, message, errors)
             if isinstance(exc, ScratchpadUpdateError | StorageError):
                 raise
-            raise StorageError(message) from (None if isinstance(exc, _WriteTimeout) else exc)
+            if isinstance(exc, _WriteTimeout):  # cut off: it may have landed or not
+                raise StorageOutcomeUnknownError(message) from None
+            raise StorageError(message) from exc
         if call_id is not None:
             self.ctx.handled_call_ids.add(call_id)
         applied = change.applied if isinstance(change, Rewrite) else change

@@ -192,8 +192,7 @@ def storage_problem(exc: Exception) -> Problem:
     if isinstance(exc, TimeoutError):
         exc = StorageError("storage did not answer within the layer's read_timeout")
     logger.warning("storage failed while serving a request: %s: %s", type(exc).__name__, exc)
-    unknown = isinstance(exc, StorageOutcomeUnknownError) or "may have been saved" in str(exc)
-    if unknown:
+    if isinstance(exc, StorageOutcomeUnknownError):  # a lost commit, or write_timeout
         return Problem(
             503,
             "The write may or may not have landed",

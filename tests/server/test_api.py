@@ -226,6 +226,22 @@ async def test_failing_storage_is_a_503_not_a_500() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_write_past_write_timeout_is_a_503_saying_it_may_have_landed() -> None:
+    """Storage that does not answer within ``write_timeout``: the update may or may not
+    have landed, and the client is told so, not that nothing was changed."""
+    inner = await open_storage("memory://")
+    faulty = FaultyStorage(inner, stall_on=("commit",), stall_at="after")
+    pad = create_app(faulty, layers=[scratchpad(write_timeout=0.05)])
+    async with api_client(pad) as client:
+        response = await client.patch("/api/scopes/thread/t1", json={"a": 1})
+        body = assert_problem(response, 503, "outcome-unknown")
+        assert "may have landed or not" in body["detail"]
+        assert response.headers["retry-after"] == "1"
+    faulty.release()
+    await inner.aclose()
+
+
+@pytest.mark.asyncio
 async def test_url_storage_is_opened_by_the_lifespan_and_requests_before_it_are_503() -> None:
     pad = create_app("memory://")
     transport = httpx.ASGITransport(app=pad)
