@@ -13,10 +13,11 @@ through anyio's cancel scope under trio. Which loop runs, :mod:`._background` sa
 from __future__ import annotations
 
 import asyncio
+import types
 import weakref
 from collections.abc import Awaitable, Generator
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -195,48 +196,36 @@ async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:
     except StopIteration as done:
         result: T = done.value
         return result
-    return await _Bounded(steps, yielded, seconds)
+    return await _bounded(steps, yielded, seconds)
 
 
-class _Bounded(Generic[T]):
-    """The rest of an await that has suspended, under a :class:`Limit` armed now."""
-
-    __slots__ = ("_seconds", "_steps", "_yielded")
-
-    def __init__(self, steps: Generator[Any, Any, T], yielded: Any, seconds: float) -> None:
-        self._steps = steps
-        self._yielded = yielded
-        self._seconds = seconds
-
-    def __await__(self) -> Generator[Any, Any, T]:
-        bound = limit(self._seconds)
-        assert bound is not None  # on asyncio: checked by wait_for
-        try:
-            with bound:
-                return (yield from _resume(self._steps, self._yielded))
-        except TimeoutError:
-            if bound.expired:
-                raise Expired from None
-            raise  # the call's own timeout, not ours
-
-
-def _resume(steps: Generator[Any, Any, T], yielded: Any) -> Generator[Any, Any, T]:
-    """Go on driving a started await: what ``yield from`` does, from its second step."""
-    while True:
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            steps.close()
-            raise
-        except BaseException as exc:  # the task's cancellation, thrown in at the yield
-            try:
-                yielded = steps.throw(exc)
-            except StopIteration as done:
-                thrown_result: T = done.value
-                return thrown_result
-        else:
-            try:
-                yielded = steps.send(sent)
-            except StopIteration as done:
-                sent_result: T = done.value
-                return sent_result
+@types.coroutine
+def _bounded(steps: Generator[Any, Any, T], yielded: Any, seconds: float) -> Generator[Any, Any, T]:
+    """The rest of an await that has suspended, under a :class:`Limit` armed now: what
+    ``yield from`` does from its second step, in one generator (it runs on every resume)."""
+    bound = limit(seconds)
+    assert bound is not None  # on asyncio: checked by wait_for
+    try:
+        with bound:
+            while True:
+                try:
+                    sent = yield yielded
+                except GeneratorExit:
+                    steps.close()
+                    raise
+                except BaseException as exc:  # the task's cancellation, thrown in at the yield
+                    try:
+                        yielded = steps.throw(exc)
+                    except StopIteration as done:
+                        thrown_result: T = done.value
+                        return thrown_result
+                else:
+                    try:
+                        yielded = steps.send(sent)
+                    except StopIteration as done:
+                        sent_result: T = done.value
+                        return sent_result
+    except TimeoutError:
+        if bound.expired:
+            raise Expired from None
+        raise  # the call's own timeout, not ours
