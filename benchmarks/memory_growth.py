@@ -21,6 +21,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ CHUNK = 100
 
 
 def deep_sizeof(root: Any) -> int:
-    """Bytes of ``root`` and everything it reaches through dicts, lists and tuples."""
+    """Bytes of ``root`` and everything it reaches through dicts, lists, tuples and deques."""
     seen: set[int] = set()
     total = 0
     stack = [root]
@@ -56,7 +57,7 @@ def deep_sizeof(root: Any) -> int:
         if isinstance(obj, dict):
             stack.extend(obj.keys())
             stack.extend(obj.values())
-        elif isinstance(obj, list | tuple):
+        elif isinstance(obj, list | tuple | deque):  # deque: the journal of each key
             stack.extend(obj)
     return total
 

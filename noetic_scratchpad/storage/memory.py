@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections import deque
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -43,7 +42,7 @@ class MemoryStorage(StorageBackend):
 
     def __init__(self) -> None:
         self._values: dict[str, _Entry] = {}
-        self._journals: dict[str, deque[tuple[int, float, bytes]]] = {}
+        self._journals: dict[str, builtins.list[tuple[int, float, str]]] = {}
         self._closed = False
 
     @classmethod
@@ -87,11 +86,15 @@ class MemoryStorage(StorageBackend):
         revision = current.revision + 1
         now = time.time()
         if commit.entry is not None and keep > 0:
-            row = (revision, now, _json.dumps(commit.entry))
-            journal = self._journals.get(key)
-            if journal is None or journal.maxlen != keep:
-                journal = self._journals[key] = deque(journal or (), maxlen=keep)
+            # Kept as text: orjson's bytes keep a buffer of 4 KB whatever their length, which
+            # was 4 KB of memory for every journaled scope.
+            row = (revision, now, _json.dumps(commit.entry).decode())
+            # A list, oldest first, trimmed here: a deque's first block alone is 600 bytes,
+            # and most scopes keep a few rows.
+            journal = self._journals.setdefault(key, [])
             journal.append(row)
+            if len(journal) > keep:
+                del journal[: len(journal) - keep]
         self._values[key] = _Entry(commit.value, now, revision)
         return Revision(commit.value, revision)
 
