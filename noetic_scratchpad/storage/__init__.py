@@ -25,6 +25,7 @@ from ..errors import StorageConfigError
 from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
 from .memory import MemoryStorage
 from .owned import OwnedStorage
+from .redaction import redact_url
 from .scoped import ScopedStorage, scope_prefix
 
 __all__ = (
@@ -79,10 +80,14 @@ async def open_storage(url: str | None = None, **options: Any) -> StorageBackend
     under another async library such as trio; the message says how to fix it.
     """
     resolved = resolve_storage_url(url)
-    scheme = urlsplit(resolved).scheme.lower()
+    shown = redact_url(resolved)  # a URL may hold a password: messages show it hidden
+    try:
+        scheme = urlsplit(resolved).scheme.lower()
+    except ValueError as exc:  # an unbalanced "[" of an IPv6 host, for one
+        raise StorageConfigError(f"storage URL {shown!r} cannot be parsed: {exc}") from None
     if not scheme:
         raise StorageConfigError(
-            f"storage URL {resolved!r} has no scheme; use memory://, "
+            f"storage URL {shown!r} has no scheme; use memory://, "
             "sqlite:///path/to/file.db or postgresql://user@host/db"
         )
     if scheme in _REGISTERED:
@@ -90,7 +95,7 @@ async def open_storage(url: str | None = None, **options: Any) -> StorageBackend
     if scheme not in _BUILTIN:
         known = ", ".join(sorted({*_BUILTIN, *_REGISTERED}))
         raise StorageConfigError(
-            f"unknown storage scheme {scheme!r} in {resolved!r}; known schemes: {known} "
+            f"unknown storage scheme {scheme!r} in {shown!r}; known schemes: {known} "
             "(or register one with noetic_scratchpad.storage.register_backend)"
         )
     if scheme in _ASYNCIO_ONLY:

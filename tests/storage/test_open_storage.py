@@ -90,6 +90,22 @@ async def test_no_scheme() -> None:
         await open_storage("scratchpad.db")
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://admin:hunter2-secret@cache:6379/0",  # an unknown scheme
+        "//admin:hunter2-secret@db/pads",  # no scheme
+        "postgresql://admin:hunter2-secret@[::1/pads",  # cannot be parsed
+    ],
+)
+async def test_a_refused_url_is_shown_without_its_password(url: str) -> None:
+    with pytest.raises(StorageConfigError) as caught:
+        await open_storage(url)
+    assert "hunter2-secret" not in str(caught.value)
+    assert "admin:***@" in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("url", "driver", "module", "hint"),
     [
