@@ -225,7 +225,7 @@ class ScopeWriter:
 
 
 # The model's validator called directly: the same checks without ``BaseModel.__init__``'s
-# frame and keyword arguments, a twelfth of a write's cost on memory storage.
+# frame and keyword arguments (8k of the 160k instructions of a write on memory storage).
 _new_applied = UpdateApplied.__pydantic_validator__.validate_python
 
 
