@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import _json
@@ -15,7 +15,7 @@ from ..render import contains_float
 from ..storage import ScopedStorage
 from .arguments import applied_text, edited_text
 from .config import STATE_KEY, ScratchpadState
-from .journal import HistoryEntry, history_of, state_at
+from .journal import HistoryEntry, history_of, revert_to, state_at
 from .load import Loaded, load
 from .pipeline import Rewrite, UpdatePipeline, copy_state
 from .view import view_of
@@ -227,7 +227,7 @@ class ScratchpadHandle:
                 self._writer.reject("revert", None, exc)
                 raise
             restored = self._writer.pipeline.initial_state() if target is None else target
-            change = Rewrite(_replacing(restored), {"revert": revision})
+            change = revert_to(restored, revision)
             try:
                 await self.apply(change, source="revert", expected_revision=at, prepare=_as_is)
                 return
@@ -309,22 +309,3 @@ class ScratchpadHandle:
 def _as_is(change: Rewrite, tool: str) -> Rewrite:
     """The preparation of a change made by the handle itself: it is ready as it is."""
     return change
-
-
-def _replacing(new: ScratchpadState) -> Callable[[ScratchpadState], tuple[Any, tuple[str, ...]]]:
-    """The rewrite of a revert: ``new`` in place of the state, and the keys that differ."""
-
-    def replace(state: ScratchpadState) -> tuple[Any, tuple[str, ...]]:
-        if isinstance(state, dict) and isinstance(new, dict):
-            keys = sorted(
-                key
-                for key in state.keys() | new.keys()
-                if state.get(key, _GONE) != new.get(key, _GONE)
-            )
-            return copy_state(new), tuple(keys)
-        return copy_state(new), ()
-
-    return replace
-
-
-_GONE = object()

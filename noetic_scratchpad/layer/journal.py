@@ -1,4 +1,5 @@
-"""The journal of a scope's writes: what each entry holds, and how states are rebuilt.
+"""The journal of a scope's writes: what each entry holds, how states are rebuilt, and the
+change that reverts to one.
 
 Each applied write is journaled by the backend in the same transaction as the state (see
 ``StorageBackend.commit``), as one entry::
@@ -28,8 +29,9 @@ from typing import Any
 from ..errors import ScratchpadHistoryError
 from ..merge import MAX_DEPTH
 from .config import ScratchpadState
+from .pipeline import Rewrite, copy_state
 
-__all__ = ("MISSING", "HistoryEntry", "entry_of", "history_of", "state_at", "undo")
+__all__ = ("MISSING", "HistoryEntry", "entry_of", "history_of", "revert_to", "state_at", "undo")
 
 #: A key whose value a write touched: (before, after); ``MISSING`` where it had none.
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
@@ -211,6 +213,26 @@ def state_at(
             f"{expected}); it cannot be restored. Raise history_limit to keep more."
         )
     return state
+
+
+def revert_to(state: ScratchpadState, revision: int) -> Rewrite:
+    """The change that makes ``state`` (rebuilt as it was after ``revision``) the current
+    state again: it writes a copy of it, and names the top-level keys that differ."""
+
+    def replace(current: ScratchpadState) -> tuple[Any, tuple[str, ...]]:
+        if isinstance(current, dict) and isinstance(state, dict):
+            keys = sorted(
+                key
+                for key in current.keys() | state.keys()
+                if current.get(key, _GONE) != state.get(key, _GONE)
+            )
+            return copy_state(state), tuple(keys)
+        return copy_state(state), ()
+
+    return Rewrite(replace, {"revert": revision})
+
+
+_GONE = object()
 
 
 def _changes(before: Any, after: Any, keys: Sequence[str] | None) -> dict[str, tuple[Any, Any]]:
