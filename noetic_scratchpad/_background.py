@@ -1,8 +1,9 @@
 """Which loop runs (asyncio or trio), and work started on it that belongs to no caller.
 
-The one place in the package that tells the two loops apart: :func:`running_asyncio_loop`
-says whether asyncio runs (``_deadline`` asks it to choose between its asyncio timer and
-anyio's cancel scope), and :func:`start_background` starts a task of its own on either
+The one place in the package that tells the two loops apart: :func:`running_trio` and
+:func:`running_asyncio_loop` say which runs (``_deadline`` asks the first to choose between
+anyio's cancel scope and its asyncio timer, which needs the loop), and
+:func:`start_background` starts a task of its own on either
 loop (the event bus runs async handlers this way, and the write batcher its batches, so
 that cancelling the task that happened to start the work never cancels work that others
 wait for). Elsewhere code branches only on what these return.
@@ -14,7 +15,7 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 
-__all__ = ("running_async_library", "running_asyncio_loop", "start_background")
+__all__ = ("running_async_library", "running_asyncio_loop", "running_trio", "start_background")
 
 
 #: ``running_asyncio_loop()``: the asyncio loop running in this thread; ``None`` when none
@@ -22,6 +23,14 @@ __all__ = ("running_async_library", "running_asyncio_loop", "start_background")
 #: runs on every timed storage call, and it returns ``None`` where ``get_running_loop``
 #: raises, which would cost more per call.
 running_asyncio_loop: Callable[[], asyncio.AbstractEventLoop | None] = asyncio._get_running_loop  # noqa: SLF001
+
+
+def running_trio() -> bool:
+    """Whether trio runs this thread's tasks. Without a system call (asyncio's loop lookup
+    makes one): it is asked on every timed storage call. ``False`` when trio was never
+    imported."""
+    trio = sys.modules.get("trio")
+    return trio is not None and bool(trio.lowlevel.in_trio_run())
 
 
 def running_async_library() -> str | None:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from ._background import running_asyncio_loop
+from ._background import running_asyncio_loop, running_trio
 
 __all__ = ("Expired", "Limit", "limit", "wait_for")
 
@@ -180,16 +180,15 @@ async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:
     through as it is. What it had started may still complete: the caller only stops
     waiting. On asyncio the limit is armed only once ``pending`` first suspends: a call
     that completes without suspending (memory storage) could never be cut off, so it
-    pays for no timer.
+    pays for no timer, nor for asyncio's lookup of the running loop (a ``getpid`` system
+    call), which only a call that suspends needs.
     """
     if seconds is None:
         return await pending
-    if running_asyncio_loop() is None:  # trio: anyio's cancel scope, which trio makes cheap
+    if running_trio():  # anyio's cancel scope, entered before the call's own scopes nest in it
         with anyio.move_on_after(seconds):
             return await pending
         raise Expired
-    # Take the first step here: a call that finishes without suspending needs no limit,
-    # and no object is made for it (this is every write on memory storage).
     steps = pending.__await__()
     try:
         yielded = steps.send(None)
@@ -204,7 +203,7 @@ def _bounded(steps: Generator[Any, Any, T], yielded: Any, seconds: float) -> Gen
     """The rest of an await that has suspended, under a :class:`Limit` armed now: what
     ``yield from`` does from its second step, in one generator (it runs on every resume)."""
     bound = limit(seconds)
-    assert bound is not None  # on asyncio: checked by wait_for
+    assert bound is not None  # an asyncio loop runs: wait_for sent trio elsewhere
     try:
         with bound:
             while True:

@@ -20,7 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from noetic_scratchpad import ExecutionContext, StateDiscarded, _json, open_storage, scratchpad
+from noetic_scratchpad import (
+    ExecutionContext,
+    StateDiscarded,
+    _deadline,
+    _json,
+    open_storage,
+    scratchpad,
+)
 from noetic_scratchpad.layer import ScratchpadLayer
 from noetic_scratchpad.merge import merge_state
 from noetic_scratchpad.render import contains_float, dumps_pretty
@@ -423,5 +430,31 @@ async def test_a_write_encodes_its_state_once(
         monkeypatch.undo()
         states = [value for value in encoded if value == {"goal": "ship", "steps": ["a", "b"]}]
         assert len(states) == 1
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("backend_kind", "lookups"), [("memory", 0), ("sqlite", 1)])
+async def test_only_a_write_that_suspends_looks_up_the_running_loop(
+    backend_kind: str, lookups: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asyncio's running-loop lookup makes a ``getpid`` system call. A memory write never
+    suspends, so its write timeout needs no timer and no loop; a SQLite write arms one."""
+    url = "memory://" if backend_kind == "memory" else f"sqlite:///{tmp_path / 'pad.db'}"
+    backend = await open_storage(url)
+    try:
+        handle = await scratchpad(write_timeout=30.0).open(backend, thread_id="t1")
+        await handle.update({"goal": "warm up"})
+        calls: list[Any] = []
+        lookup = _deadline.running_asyncio_loop
+
+        def counting() -> Any:
+            calls.append(None)
+            return lookup()
+
+        monkeypatch.setattr(_deadline, "running_asyncio_loop", counting)
+        await handle.update({"goal": "ship"})
+        assert len(calls) == lookups
     finally:
         await backend.aclose()
