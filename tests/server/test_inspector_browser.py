@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from conftest import IN_CI
 
 from noetic_scratchpad import scratchpad
-from noetic_scratchpad.server import create_app
+from noetic_scratchpad.server import ScratchpadApp, create_app
 
 from .helpers import AUTH, TOKEN, TaskNotes, served
 
@@ -60,9 +63,12 @@ SEED = {
 }
 
 
-@pytest.mark.asyncio
-async def test_the_inspector_follows_scopes_state_and_events_live() -> None:
-    require_chromium()
+@asynccontextmanager
+async def signed_in_inspector(
+    height: int,
+) -> AsyncIterator[tuple[ScratchpadApp, httpx.AsyncClient, Any]]:
+    """A served app with two layers and the ``SEED`` scopes, an API client, and the
+    inspector open in chromium, signed in with the token in the URL's fragment and live."""
     from playwright.async_api import async_playwright, expect
 
     pad = create_app(
@@ -79,158 +85,146 @@ async def test_the_inspector_follows_scopes_state_and_events_live() -> None:
             await api.patch(f"/api/scopes/thread/{scope_id}", json=state)
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = await browser.new_page(viewport={"width": 1400, "height": 760})
+            page = await browser.new_page(viewport={"width": 1400, "height": height})
             await page.goto(f"{server.url}/#token={TOKEN}")
             await expect(page.locator("#status")).to_have_text("live")
-            assert TOKEN not in page.url  # the fragment is dropped once used
-
-            # A scope appears when an update is made through the API.
-            ticket = page.locator('tr.scope[data-id="support-ticket-4821"]')
-            await expect(ticket).to_have_count(0)
-            await api.patch(
-                "/api/scopes/thread/support-ticket-4821",
-                json={"currentGoal": "Refund the duplicate charge on order 4821"},
-            )
-            await expect(ticket).to_be_visible()
-            await ticket.click()
-            state = page.locator("#state-body")
-            await expect(state).to_contain_text("Refund the duplicate charge")
-
-            # The selected scope's state follows the writes.
-            await api.patch(
-                "/api/scopes/thread/support-ticket-4821",
-                json={"completedSteps": ["Found the duplicate", "Refund issued"]},
-            )
-            await expect(state.locator('[data-key="completedSteps"]')).to_contain_text(
-                "Refund issued"
-            )
-
-            # A rejected update is listed, with its reason and the field at fault.
-            refused = await api.patch(
-                "/api/scopes/thread/support-ticket-4821", json={"blockers": "waiting on bank"}
-            )
-            assert refused.status_code == 422
-            rejected = page.locator(".event.rejected")
-            await expect(rejected).to_have_count(1)
-            await expect(rejected).to_contain_text("rejected (schema)")
-            await expect(rejected).to_contain_text("blockers: Input should be a valid list")
-            await expect(state.locator(".notice")).to_contain_text("rejected (schema)")
-            await expect(page.locator(".event.applied")).to_have_count(4)
-
-            # A write by another process sharing the storage raises no event here: the
-            # page polls, and shows it within a few seconds.
-            elsewhere = await scratchpad(schema=TaskNotes).open(pad.storage, thread_id="batch-job")
-            await elsewhere.update({"currentGoal": "Nightly reconciliation"})
-            other = page.locator('tr.scope[data-id="batch-job"]')
-            await expect(other).to_be_visible(timeout=8000)
-            await other.click()
-            await expect(state).to_contain_text("Nightly reconciliation")
-            await elsewhere.update({"completedSteps": ["Matched 1,204 payouts"]})
-            await expect(state).to_contain_text("Matched 1,204 payouts", timeout=8000)
-            await expect(page.locator(".event.applied")).to_have_count(4)
-            await ticket.click()
-            await expect(state).to_contain_text("Refund issued")
+            yield pad, api, page
         finally:
             await browser.close()
 
 
 @pytest.mark.asyncio
+async def test_the_inspector_follows_scopes_state_and_events_live() -> None:
+    require_chromium()
+    from playwright.async_api import expect
+
+    async with signed_in_inspector(height=760) as (pad, api, page):
+        assert TOKEN not in page.url  # the fragment is dropped once used
+
+        # A scope appears when an update is made through the API.
+        ticket = page.locator('tr.scope[data-id="support-ticket-4821"]')
+        await expect(ticket).to_have_count(0)
+        await api.patch(
+            "/api/scopes/thread/support-ticket-4821",
+            json={"currentGoal": "Refund the duplicate charge on order 4821"},
+        )
+        await expect(ticket).to_be_visible()
+        await ticket.click()
+        state = page.locator("#state-body")
+        await expect(state).to_contain_text("Refund the duplicate charge")
+
+        # The selected scope's state follows the writes.
+        await api.patch(
+            "/api/scopes/thread/support-ticket-4821",
+            json={"completedSteps": ["Found the duplicate", "Refund issued"]},
+        )
+        await expect(state.locator('[data-key="completedSteps"]')).to_contain_text("Refund issued")
+
+        # A rejected update is listed, with its reason and the field at fault.
+        refused = await api.patch(
+            "/api/scopes/thread/support-ticket-4821", json={"blockers": "waiting on bank"}
+        )
+        assert refused.status_code == 422
+        rejected = page.locator(".event.rejected")
+        await expect(rejected).to_have_count(1)
+        await expect(rejected).to_contain_text("rejected (schema)")
+        await expect(rejected).to_contain_text("blockers: Input should be a valid list")
+        await expect(state.locator(".notice")).to_contain_text("rejected (schema)")
+        await expect(page.locator(".event.applied")).to_have_count(4)
+
+        # A write by another process sharing the storage raises no event here: the
+        # page polls, and shows it within a few seconds.
+        elsewhere = await scratchpad(schema=TaskNotes).open(pad.storage, thread_id="batch-job")
+        await elsewhere.update({"currentGoal": "Nightly reconciliation"})
+        other = page.locator('tr.scope[data-id="batch-job"]')
+        await expect(other).to_be_visible(timeout=8000)
+        await other.click()
+        await expect(state).to_contain_text("Nightly reconciliation")
+        await elsewhere.update({"completedSteps": ["Matched 1,204 payouts"]})
+        await expect(state).to_contain_text("Matched 1,204 payouts", timeout=8000)
+        await expect(page.locator(".event.applied")).to_have_count(4)
+        await ticket.click()
+        await expect(state).to_contain_text("Refund issued")
+
+
+@pytest.mark.asyncio
 async def test_the_history_panel_shows_each_revision_and_reverts_after_a_confirm() -> None:
     require_chromium()
-    from playwright.async_api import Dialog, async_playwright, expect
+    from playwright.async_api import Dialog, expect
 
-    pad = create_app(
-        "memory://",
-        layers=[scratchpad(schema=TaskNotes), scratchpad(scope="resource")],
-        token=TOKEN,
-    )
     ticket_url = "/api/scopes/thread/support-ticket-4821"
-    async with (
-        served(pad) as server,
-        httpx.AsyncClient(base_url=server.url, headers=AUTH) as api,
-        async_playwright() as playwright,
-    ):
-        for scope_id, seeded in SEED.items():
-            await api.patch(f"/api/scopes/thread/{scope_id}", json=seeded)
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1400, "height": 900})
-            await page.goto(f"{server.url}/#token={TOKEN}")
-            await expect(page.locator("#status")).to_have_text("live")
+    async with signed_in_inspector(height=900) as (_, api, page):
+        # Two updates through the API; the panel follows them as they arrive.
+        await api.patch(ticket_url, json={"currentGoal": "Refund the duplicate charge"})
+        await page.locator('tr.scope[data-id="support-ticket-4821"]').click()
+        history = page.locator("#history")
+        first = history.locator('.rev[data-revision="1"]')
+        await expect(first).to_contain_text("api")
+        await expect(first.locator(".diff .add")).to_have_text(
+            '+ currentGoal: "Refund the duplicate charge"'
+        )
+        await api.patch(
+            ticket_url,
+            json={
+                "currentGoal": "Refund the duplicate charge on order 4821",
+                "completedSteps": ["Found the duplicate", "Refund issued"],
+            },
+        )
+        second = history.locator('.rev[data-revision="2"]')
+        await expect(second.locator(".current")).to_have_text("current")
+        await expect(second.locator(".diff .del")).to_have_text(
+            '- currentGoal: "Refund the duplicate charge"'
+        )
+        await expect(second.locator(".diff .add")).to_have_text(
+            [
+                '+ currentGoal: "Refund the duplicate charge on order 4821"',
+                '+ completedSteps: ["Found the duplicate","Refund issued"]',
+            ]
+        )
+        state = page.locator("#state-body")
+        await expect(state.locator('[data-key="completedSteps"]')).to_be_visible()
 
-            # Two updates through the API; the panel follows them as they arrive.
-            await api.patch(ticket_url, json={"currentGoal": "Refund the duplicate charge"})
-            await page.locator('tr.scope[data-id="support-ticket-4821"]').click()
-            history = page.locator("#history")
-            first = history.locator('.rev[data-revision="1"]')
-            await expect(first).to_contain_text("api")
-            await expect(first.locator(".diff .add")).to_have_text(
-                '+ currentGoal: "Refund the duplicate charge"'
-            )
-            await api.patch(
-                ticket_url,
-                json={
-                    "currentGoal": "Refund the duplicate charge on order 4821",
-                    "completedSteps": ["Found the duplicate", "Refund issued"],
-                },
-            )
-            second = history.locator('.rev[data-revision="2"]')
-            await expect(second.locator(".current")).to_have_text("current")
-            await expect(second.locator(".diff .del")).to_have_text(
-                '- currentGoal: "Refund the duplicate charge"'
-            )
-            await expect(second.locator(".diff .add")).to_have_text(
-                [
-                    '+ currentGoal: "Refund the duplicate charge on order 4821"',
-                    '+ completedSteps: ["Found the duplicate","Refund issued"]',
-                ]
-            )
-            state = page.locator("#state-body")
-            await expect(state.locator('[data-key="completedSteps"]')).to_be_visible()
+        # Revert asks first: dismissed, nothing happens.
+        questions: list[str] = []
+        answered = asyncio.Event()
 
-            # Revert asks first: dismissed, nothing happens.
-            questions: list[str] = []
-            answered = asyncio.Event()
+        async def answer(dialog: Dialog, accept: bool) -> None:
+            questions.append(dialog.message)
+            await (dialog.accept() if accept else dialog.dismiss())
+            answered.set()
 
-            async def answer(dialog: Dialog, accept: bool) -> None:
-                questions.append(dialog.message)
-                await (dialog.accept() if accept else dialog.dismiss())
-                answered.set()
+        page.once("dialog", lambda dialog: answer(dialog, False))
+        await first.locator("button.revert").click()
+        await asyncio.wait_for(answered.wait(), 5)
+        assert "revision 1" in questions[0]
+        assert (await api.get(ticket_url)).json()["revision"] == 2
 
-            page.once("dialog", lambda dialog: answer(dialog, False))
-            await first.locator("button.revert").click()
-            await asyncio.wait_for(answered.wait(), 5)
-            assert "revision 1" in questions[0]
-            assert (await api.get(ticket_url)).json()["revision"] == 2
+        # Confirmed: the state is back to revision 1's, and the revert is listed.
+        page.once("dialog", lambda dialog: answer(dialog, True))
+        await first.locator("button.revert").click()
+        await expect(state.locator('[data-key="completedSteps"]')).to_have_count(0)
+        await expect(state.locator('[data-key="currentGoal"]')).to_contain_text(
+            '"Refund the duplicate charge"'
+        )
+        revert = history.locator('.rev[data-revision="3"]')
+        await expect(revert.locator(".source")).to_have_text("revert")
+        await expect(revert).to_contain_text("to r1")
+        await expect(revert.locator(".diff .del")).to_contain_text(
+            ['- completedSteps: ["Found the duplicate","Refund issued"]']
+        )
+        stored = (await api.get(ticket_url)).json()
+        assert stored["revision"] == 3
+        assert stored["state"] == {"currentGoal": "Refund the duplicate charge"}
+        assert len(questions) == 2
 
-            # Confirmed: the state is back to revision 1's, and the revert is listed.
-            page.once("dialog", lambda dialog: answer(dialog, True))
-            await first.locator("button.revert").click()
-            await expect(state.locator('[data-key="completedSteps"]')).to_have_count(0)
-            await expect(state.locator('[data-key="currentGoal"]')).to_contain_text(
-                '"Refund the duplicate charge"'
-            )
-            revert = history.locator('.rev[data-revision="3"]')
-            await expect(revert.locator(".source")).to_have_text("revert")
-            await expect(revert).to_contain_text("to r1")
-            await expect(revert.locator(".diff .del")).to_contain_text(
-                ['- completedSteps: ["Found the duplicate","Refund issued"]']
-            )
-            stored = (await api.get(ticket_url)).json()
-            assert stored["revision"] == 3
-            assert stored["state"] == {"currentGoal": "Refund the duplicate charge"}
-            assert len(questions) == 2
+        # A refused update shows beside the history, as in the screenshot.
+        refused = await api.patch(ticket_url, json={"blockers": "waiting on the bank"})
+        assert refused.status_code == 422
+        await expect(state.locator(".notice")).to_contain_text("rejected (schema)")
+        await expect(page.locator(".event.rejected")).to_have_count(1)
 
-            # A refused update shows beside the history, as in the screenshot.
-            refused = await api.patch(ticket_url, json={"blockers": "waiting on the bank"})
-            assert refused.status_code == 422
-            await expect(state.locator(".notice")).to_contain_text("rejected (schema)")
-            await expect(page.locator(".event.rejected")).to_have_count(1)
-
-            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            await page.screenshot(path=str(SCREENSHOT))
-        finally:
-            await browser.close()
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=str(SCREENSHOT))
     assert SCREENSHOT.stat().st_size > 10_000
 
 
