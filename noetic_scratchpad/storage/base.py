@@ -143,7 +143,13 @@ class StorageBackend(ABC):
         positive, the entry is journaled under that revision and the key's journal is
         trimmed to its ``keep`` newest rows; state and journal change together or not at
         all. Every write (``set``, ``update``, ``commit``) advances a key's revision;
-        ``delete`` removes the key, its revision and its journal.
+        ``delete`` removes the key and its journal.
+
+        A key's revisions never repeat, so that ``(key, revision)`` names one value for
+        good (``expected_revision`` and the layer, which does not check again a state
+        whose revision it checked, rely on it): the write that re-creates a deleted key
+        is stored above the last revision the key had (``fn`` still sees
+        ``Revision(None, 0)``); a key never written starts at 1.
         """
 
     @abstractmethod

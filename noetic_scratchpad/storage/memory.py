@@ -36,6 +36,7 @@ class MemoryStorage(StorageBackend):
     store; ``update`` hands ``fn`` the stored value itself (``fn`` must not mutate it), which
     keeps the scratchpad's hot path free of copies; journal entries are encoded when
     written, as a database would, so a later change to one never changes the journal.
+    A deleted key's last revision is kept, so that writing the key again continues above it.
     """
 
     url = "memory://"
@@ -43,6 +44,8 @@ class MemoryStorage(StorageBackend):
     def __init__(self) -> None:
         self._values: dict[str, _Entry] = {}
         self._journals: dict[str, builtins.list[tuple[int, float, str]]] = {}
+        #: The last revision of each deleted key: its revisions never repeat.
+        self._retired: dict[str, int] = {}
         self._closed = False
 
     @classmethod
@@ -61,7 +64,9 @@ class MemoryStorage(StorageBackend):
         self._values[key] = _Entry(_copy(value), time.time(), self._revision(key) + 1)
 
     async def delete(self, key: str) -> None:
-        self._values.pop(key, None)
+        entry = self._values.pop(key, None)
+        if entry is not None:
+            self._retired[key] = entry.revision
         self._journals.pop(key, None)
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
@@ -75,15 +80,18 @@ class MemoryStorage(StorageBackend):
         entry = self._values.get(key)
         value = fn(None if entry is None else entry.value)
         _json.dumps(value)  # refuses, as another backend would, what JSON cannot hold
-        self._values[key] = _Entry(value, time.time(), 1 if entry is None else entry.revision + 1)
+        self._values[key] = _Entry(value, time.time(), self._revision(key) + 1)
         return value
 
     async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
         entry = self._values.get(key)
-        current = Revision(None, 0) if entry is None else Revision(entry.value, entry.revision)
+        if entry is None:
+            current, revision = Revision(None, 0), self._retired.get(key, 0) + 1
+        else:
+            current, revision = Revision(entry.value, entry.revision), entry.revision + 1
         commit: Commit = fn(current)
-        commit.json()  # refuses, as another backend would, what JSON cannot hold
-        revision = current.revision + 1
+        if commit.encoded is None:  # refuses, as another backend would, what JSON cannot hold
+            _json.dumps(commit.value)
         now = time.time()
         if commit.entry is not None and keep > 0:
             # Kept as text: orjson's bytes keep a buffer of 4 KB whatever their length, which
@@ -111,8 +119,9 @@ class MemoryStorage(StorageBackend):
         ]
 
     def _revision(self, key: str) -> int:
+        """The key's revision; for a missing key, the last one it had (0: never written)."""
         entry = self._values.get(key)
-        return 0 if entry is None else entry.revision
+        return self._retired.get(key, 0) if entry is None else entry.revision
 
     async def aclose(self) -> None:
         self._closed = True

@@ -272,6 +272,20 @@ def test_events_are_matched_to_what_the_caller_saw() -> None:
     assert kinds([*writes, *events[:3]]) == []  # a worker killed before its end: not counted
 
 
+def test_a_revision_named_by_two_applied_writes_of_one_scope_is_reported() -> None:
+    """Revisions of one scope never repeat, a reset between the writes included; the
+    same number in another scope, or of the other kind, is another revision."""
+    resource = Scope("resource", T1.id)
+    writes = [
+        {**event("update_applied", T1, "api"), "revision": 1},
+        {**event("update_applied", T1, "tool", call_id="c1"), "revision": 2},
+        {**event("update_applied", resource, "api"), "revision": 1},
+    ]
+    assert kinds(writes) == []
+    after_reset = {**event("update_applied", T1, "api"), "w": "w1", "revision": 1}
+    assert kinds([*writes, after_reset]) == [("repeated_revision", "thread:u1", None)]
+
+
 def test_the_state_is_checked_as_read() -> None:
     """A state the schema gate discarded (at the end or during the run) is reported."""
     discarded = {**final(T1), "discarded": "stored state does not fit the schema"}

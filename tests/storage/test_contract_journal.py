@@ -130,11 +130,14 @@ async def test_keep_0_or_no_entry_journals_nothing(storage: StorageBackend) -> N
     assert await revisions(storage, "k") == [2]
 
 
-async def test_delete_removes_the_key_its_revision_and_its_journal(
+async def test_delete_removes_the_key_and_its_journal_but_its_revisions_never_return(
     storage: StorageBackend,
 ) -> None:
-    """After delete, the key reads as missing with no journal; a later commit starts again
-    at revision 1 with a journal of its own; other keys keep theirs."""
+    """After delete, the key reads as missing with no journal. A later commit sees
+    ``Revision(None, 0)`` like any missing key's, but is stored above every revision the
+    key had before (a revision names one value of a key forever: ``expected_revision``
+    and a reader that knows a revision can trust it), with a journal of its own; other
+    keys keep theirs."""
     for _ in range(3):
         await storage.commit("k", step(), keep=10)
     await storage.commit("other", step(), keep=10)
@@ -142,11 +145,63 @@ async def test_delete_removes_the_key_its_revision_and_its_journal(
     assert await storage.get_revision("k") is None
     assert await storage.journal("k", limit=10) == []
     assert [info.key for info in await storage.describe()] == ["other"]
-    assert await storage.commit("k", step({"again": True}), keep=10) == Revision({"n": 1}, 1)
+    seen: list[Revision] = []
+
+    def again(current: Revision) -> Commit:
+        seen.append(current)
+        return Commit({"n": "again"}, {"again": True})
+
+    assert await storage.commit("k", again, keep=10) == Revision({"n": "again"}, 4)
+    assert seen == [Revision(None, 0)]
     assert [(row.revision, row.entry) for row in await storage.journal("k", limit=10)] == [
-        (1, {"again": True})
+        (4, {"again": True})
     ]
     assert await revisions(storage, "other") == [1]
+
+
+@pytest.mark.parametrize("write", ["set", "update", "commit"])
+async def test_no_write_after_a_delete_repeats_a_revision(
+    storage: StorageBackend, write: str
+) -> None:
+    """Every kind of write that re-creates a deleted key continues above its old
+    revisions, through several deletes; a key never written starts at 1."""
+    seen: list[int] = []
+    for round_ in range(3):
+        for _ in range(2):
+            if write == "set":
+                await storage.set("k", {"round": round_})
+            elif write == "update":
+                await storage.update("k", lambda current, r=round_: {"round": r})
+            else:
+                await storage.commit("k", step(value={"round": round_}), keep=5)
+            found = await storage.get_revision("k")
+            assert found is not None
+            seen.append(found.revision)
+        await storage.delete("k")
+    assert seen == [1, 2, 3, 4, 5, 6]
+    await storage.delete("never/written")  # deleting a missing key changes nothing
+    await storage.set("never/written", 1)
+    assert await storage.get_revision("never/written") == Revision(1, 1)
+
+
+async def test_deletes_racing_writes_never_repeat_a_revision(storage: StorageBackend) -> None:
+    """Commits and deletes of one key racing on one loop: each revision a commit returns
+    names one value only, whatever deletes came between."""
+    named: dict[int, Any] = {}
+
+    async def committer(writer: int) -> None:
+        for i in range(15):
+            value = {"writer": writer, "i": i}
+            done = await storage.commit("k", step(value=value), keep=3)
+            assert named.setdefault(done.revision, value) == value, done.revision
+
+    async def deleter() -> None:
+        for _ in range(10):
+            await storage.delete("k")
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(committer(w) for w in range(4)), deleter())
+    assert len(named) == 60
 
 
 async def test_a_commit_whose_fn_raises_writes_nothing(storage: StorageBackend) -> None:

@@ -79,6 +79,20 @@ def test_the_journal_of_a_long_table_name_fits_postgres_identifiers() -> None:
     assert journal_a != journal_b
 
 
+def test_the_retired_table_is_named_as_the_journal_is() -> None:
+    """``{table}_retired`` beside the table; a long name is cut as the journal's is, and
+    never collides with the journal's."""
+    parse_postgres_url = _postgres_module().parse_postgres_url
+    assert parse_postgres_url("postgresql://h/db?table=s.pad").retired_table == "s.pad_retired"
+    settings = parse_postgres_url("postgresql://h/db?table=" + "a" * 60 + "x")
+    assert len(settings.retired_table.encode()) <= 63
+    assert settings.retired_table.endswith("_retired")
+    assert settings.retired_table.removesuffix("_retired") == settings.journal_table.removesuffix(
+        "_journal"
+    )
+    assert settings.quoted_retired_table == f'"{settings.retired_table}"'
+
+
 def test_keyword_options_win_over_url() -> None:
     """Keyword options replace the same URL parameters; max_size is pool_size's other name."""
     pg = _postgres_module()
@@ -223,6 +237,7 @@ class Server:
         self.settings = _postgres_module().parse_postgres_url(self.url)
         self.table = self.settings.quoted_table
         self.journal = self.settings.quoted_journal_table
+        self.retired = self.settings.quoted_retired_table
 
     async def connect(self) -> Any:
         import asyncpg
@@ -270,7 +285,7 @@ async def server() -> AsyncIterator[Server]:
     try:
         yield srv
     finally:
-        await srv.scalar(f"DROP TABLE IF EXISTS {srv.journal}, {srv.table}")
+        await srv.scalar(f"DROP TABLE IF EXISTS {srv.retired}, {srv.journal}, {srv.table}")
 
 
 async def wait_until(condition: Callable[[], Awaitable[bool]], what: str) -> None:

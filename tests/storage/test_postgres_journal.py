@@ -1,6 +1,8 @@
 """What only the PostgreSQL backend does for revisions and the journal: the upgrade of a 0.1
 table, the journal table's name and shape, the statements a commit costs, a delete racing a
-write from another server, rows a writer without journal left, and durability."""
+write from another server, rows a writer without journal left, and durability; the retired
+table that keeps deleted keys' revisions from repeating: its upgrade, its shape, and deletes
+racing writes of other connections and servers."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ class Tables:
         self.settings = parse_postgres_url(url)
         self.table = self.settings.quoted_table
         self.journal = self.settings.quoted_journal_table
+        self.retired = self.settings.quoted_retired_table
 
     async def connect(self) -> Any:
         import asyncpg
@@ -49,7 +52,7 @@ async def tables() -> AsyncIterator[Tables]:
     try:
         yield made
     finally:
-        await made.run(f"DROP TABLE IF EXISTS {made.journal}, {made.table}")
+        await made.run(f"DROP TABLE IF EXISTS {made.retired}, {made.journal}, {made.table}")
 
 
 def journaled(entry: Any, value: Any = None) -> Any:
@@ -97,7 +100,7 @@ async def test_a_long_table_name_works(tables: Tables) -> None:
             await storage.commit("k", journaled(1), keep=2)
             assert [row.entry for row in await storage.journal("k", limit=2)] == [1]
     finally:
-        await long.run(f"DROP TABLE IF EXISTS {long.journal}, {long.table}")
+        await long.run(f"DROP TABLE IF EXISTS {long.retired}, {long.journal}, {long.table}")
 
 
 async def test_a_journal_table_of_another_shape_is_refused(tables: Tables) -> None:
@@ -198,3 +201,150 @@ async def test_an_unreadable_journal_row_is_skipped_and_reported(
         assert "'k'" in record.getMessage()
         assert "revision 2" in record.getMessage()
         assert await storage.get_revision("k") == Revision("ok 3", 3)
+
+
+# -- the retired table: a key's revisions never repeat, even across delete -----------------
+
+
+def table_sql(tables: Tables) -> Any:
+    from noetic_scratchpad.storage.postgres.table import TableSql
+
+    return TableSql(tables.table, tables.journal, tables.retired)
+
+
+async def test_tables_of_the_previous_version_get_the_retired_table_at_open(
+    tables: Tables,
+) -> None:
+    """Tables made by the version before the retired table (key-value table with revisions,
+    journal) open: the retired table is created (key text primary key, revision bigint), the
+    stored rows and journal are intact, and from then on a deleted key continues above its
+    last revision, through several deletes."""
+    await tables.run(
+        f'CREATE TABLE {tables.table} (key text COLLATE "C" PRIMARY KEY, value jsonb NOT NULL, '
+        "updated_at timestamptz NOT NULL DEFAULT now(), revision bigint NOT NULL DEFAULT 0)"
+    )
+    await tables.run(
+        f'CREATE TABLE {tables.journal} (key text COLLATE "C" NOT NULL, revision bigint NOT NULL, '
+        "written_at timestamptz NOT NULL DEFAULT now(), entry jsonb NOT NULL, "
+        "PRIMARY KEY (key, revision))"
+    )
+    await tables.run(f"INSERT INTO {tables.table} (key, value, revision) VALUES ('k', '\"v\"', 3)")
+    await tables.run(f"INSERT INTO {tables.journal} (key, revision, entry) VALUES ('k', 3, '3')")
+    async with await open_storage(tables.url) as storage:
+        assert await storage.get_revision("k") == Revision("v", 3)
+        assert [row.entry for row in await storage.journal("k", limit=5)] == [3]
+        await storage.delete("k")
+        await storage.set("k", "set")
+        assert await storage.get_revision("k") == Revision("set", 4)
+        await storage.delete("k")
+        assert await storage.update("k", lambda current: ["update", current]) == ["update", None]
+        assert await storage.get_revision("k") == Revision(["update", None], 5)
+    columns = await tables.run(
+        "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+        "WHERE table_name = $1 ORDER BY ordinal_position",
+        tables.settings.retired_table,
+    )
+    assert [tuple(row) for row in columns] == [("key", "text", "NO"), ("revision", "bigint", "NO")]
+    async with await open_storage(tables.url) as storage:  # kept across a reopen
+        await storage.delete("k")
+        assert await storage.commit("k", journaled("again"), keep=5) == Revision("again", 6)
+
+
+async def test_a_retired_table_of_another_shape_is_refused(tables: Tables) -> None:
+    await tables.run(f"CREATE TABLE {tables.retired} (id serial PRIMARY KEY, note text)")
+    with pytest.raises(StorageConfigError) as caught:
+        await open_storage(tables.url)
+    message = str(caught.value)
+    assert f"the table {tables.settings.retired_table!r}" in message
+    assert "is not a scratchpad table of deleted keys' revisions" in message
+    assert "key is missing" in message
+    assert "revision is missing" in message
+    assert f"DROP TABLE {tables.retired}" in message
+
+
+async def test_a_retired_table_made_by_hand_without_a_unique_key_is_refused(
+    tables: Tables,
+) -> None:
+    """Deletes upsert on its key: a table without a unique index on it cannot serve."""
+    await tables.run(f"CREATE TABLE {tables.retired} (key text, revision bigint)")
+    with pytest.raises(StorageConfigError, match="key has no unique index"):
+        await open_storage(tables.url)
+
+
+@pytest.mark.parametrize("write", ["set", "update", "commit"])
+async def test_a_write_waiting_for_a_delete_of_another_connection_continues_above_it(
+    tables: Tables, write: str
+) -> None:
+    """While another connection's delete of the key (the backend's own statements) is not
+    yet committed, a write of the key waits for it; once it commits, the write creates the
+    key at its last revision + 1, not at 1, though the delete committed after the write's
+    statement began."""
+    async with await open_storage(tables.url) as storage:
+        for n in range(3):
+            await storage.commit("k", journaled(n), keep=5)
+        sql = table_sql(tables)
+        other = await tables.connect()
+        try:
+            transaction = other.transaction()
+            await transaction.start()
+            await other.execute(sql.retire, "k")
+            await other.execute(sql.clear_journal, "k")
+            writing: asyncio.Task[Any]
+            if write == "set":
+                writing = asyncio.create_task(storage.set("k", "new"))
+            elif write == "update":
+                writing = asyncio.create_task(storage.update("k", lambda current: "new"))
+            else:
+                writing = asyncio.create_task(storage.commit("k", journaled("new"), keep=5))
+            await asyncio.sleep(0.2)
+            assert not writing.done()  # waiting for the row
+            await transaction.commit()
+            await asyncio.wait_for(writing, 10)
+        finally:
+            await other.close()
+        assert await storage.get_revision("k") == Revision("new", 4)
+        if write == "commit":
+            assert [(r.revision, r.entry) for r in await storage.journal("k", limit=5)] == [
+                (4, "new")
+            ]
+
+
+async def test_deletes_racing_commits_of_two_servers_never_repeat_a_revision(
+    tables: Tables,
+) -> None:
+    """Two servers (two storages, each with its own pool) commit and delete one key at the
+    same time: no revision a commit returns ever names two values."""
+    named: dict[int, Any] = {}
+    deletes = 0
+
+    async def committer(storage: Any, writer: str) -> None:
+        for i in range(20):
+            value = f"{writer}:{i}"
+            done = await storage.commit("k", journaled(value), keep=3)
+            assert named.setdefault(done.revision, value) == value, done.revision
+
+    async def deleter(storage: Any) -> None:
+        nonlocal deletes
+        for _ in range(15):
+            await storage.delete("k")
+            deletes += 1
+            await asyncio.sleep(0.002)
+
+    async with (
+        await open_storage(tables.url, pool_size=3) as first,
+        await open_storage(tables.url, pool_size=3) as second,
+    ):
+        await asyncio.wait_for(
+            asyncio.gather(
+                *(committer(first, f"a{n}") for n in range(3)),
+                *(committer(second, f"b{n}") for n in range(3)),
+                deleter(first),
+                deleter(second),
+            ),
+            60,
+        )
+        last = await first.get_revision("k")
+    assert len(named) == 120
+    assert deletes == 30
+    # The revisions climb past every delete: the last one is the highest handed out.
+    assert last is None or last.revision == max(named)

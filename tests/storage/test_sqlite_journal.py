@@ -131,12 +131,82 @@ async def test_open_of_an_upgraded_file_takes_no_write_lock(tmp_path: Path) -> N
         holder.close()
 
 
-async def test_a_journal_table_of_another_shape_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("table", "refusal"),
+    [
+        ("scratchpad_kv_journal", "is not a scratchpad journal"),
+        ("scratchpad_kv_retired", "is not a scratchpad table of deleted keys' revisions"),
+    ],
+)
+async def test_a_side_table_of_another_shape_is_refused(
+    tmp_path: Path, table: str, refusal: str
+) -> None:
     path = tmp_path / "db.sqlite"
-    raw(path, "CREATE TABLE scratchpad_kv_journal (id INTEGER PRIMARY KEY, note TEXT)")
-    with pytest.raises(Exception, match="is not a scratchpad journal") as caught:
+    raw(path, f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, note TEXT)")
+    with pytest.raises(Exception, match=refusal) as caught:
         await SqliteStorage.open(url_of(path))
     assert "id, note" in str(caught.value)
+
+
+async def test_a_file_made_before_deleted_keys_kept_their_revisions_gets_the_table(
+    tmp_path: Path,
+) -> None:
+    """A file with the key-value and journal tables but no table of deleted keys'
+    revisions gains it at open; a key deleted from then on continues above its old
+    revisions, with no write lock needed at the next open."""
+    path = tmp_path / "earlier.db"
+    raw(
+        path,
+        "CREATE TABLE scratchpad_kv (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, "
+        "updated_at REAL NOT NULL, revision INTEGER NOT NULL DEFAULT 0)",
+    )
+    raw(
+        path,
+        "CREATE TABLE scratchpad_kv_journal (key TEXT NOT NULL, revision INTEGER NOT NULL, "
+        "written_at REAL NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (key, revision))",
+    )
+    raw(path, "INSERT INTO scratchpad_kv VALUES ('k', '\"old\"', 0, 7)")
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.delete("k")
+        assert await storage.commit("k", journaled("new"), keep=3) == Revision("new", 8)
+    assert raw(path, "SELECT key, revision FROM scratchpad_kv_retired") == [("k", 7)]
+
+
+async def test_a_delete_from_another_connection_keeps_the_revisions_going(
+    tmp_path: Path,
+) -> None:
+    """Two stores on one file: one deletes a key the other has cached, then each writes
+    it again; no revision repeats, whichever connection wrote before."""
+    path = tmp_path / "db.sqlite"
+    async with (
+        await SqliteStorage.open(url_of(path)) as first,
+        await SqliteStorage.open(url_of(path)) as second,
+    ):
+        for n in range(3):
+            await first.commit("k", journaled({"n": n}), keep=5)  # first caches revision 3
+        await second.delete("k")
+        assert await first.commit("k", journaled("after"), keep=5) == Revision("after", 4)
+        await first.delete("k")
+        await second.set("k", "set by second")  # a set on a row second never read
+        assert await second.get_revision("k") == Revision("set by second", 5)
+        await second.delete("k")
+        await first.update("k", lambda current: [current, "updated"])
+        assert await first.get_revision("k") == Revision([None, "updated"], 6)
+
+
+async def test_a_key_deleted_by_another_program_starts_from_what_it_last_had(
+    tmp_path: Path,
+) -> None:
+    """A row deleted by a program that knows no table of deleted keys leaves no trace:
+    the key starts again at 1 (the one case a revision can repeat; the library's own
+    deletes never lose it)."""
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.set("k", 1)
+        await storage.set("k", 2)
+        raw(path, "DELETE FROM scratchpad_kv WHERE key = 'k'")
+        await storage.set("k", 3)
+        assert await storage.get_revision("k") == Revision(3, 1)
 
 
 async def test_journal_rows_survive_reopen(tmp_path: Path) -> None:
@@ -160,7 +230,8 @@ async def test_writes_of_one_key_mixed_in_one_transaction(
 ) -> None:
     """set, commit, update, delete and commit of one key in one transaction apply in
     order: each commit sees the revision the writes before it made, the delete drops the
-    journal rows made before it, and the stored row and journal are the last ones."""
+    journal rows made before it (the commit after it sees a missing key, and continues
+    above the revisions before), and the stored row and journal are the last ones."""
     spy = BatchSpy(monkeypatch)
     path = tmp_path / "db.sqlite"
     async with await SqliteStorage.open(url_of(path)) as storage:
@@ -182,12 +253,12 @@ async def test_writes_of_one_key_mixed_in_one_transaction(
             ["set", 2, "updated"],
             Revision(["set", 2, "updated"], 5),
             None,
-            Revision([None, 0], 1),
+            Revision([None, 0], 6),
             None,
         ]
-        assert await storage.get_revision("k") == Revision("last", 2)
+        assert await storage.get_revision("k") == Revision("last", 7)
         assert [(r.revision, r.entry) for r in await storage.journal("k", limit=10)] == [
-            (1, "reborn")
+            (6, "reborn")
         ]
 
 

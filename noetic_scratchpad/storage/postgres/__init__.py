@@ -2,7 +2,9 @@
 
 Each key is a row ``(key text primary key, value jsonb, updated_at timestamptz, revision
 bigint)``, and each journaled write a row of ``{table}_journal`` (key, revision, written_at,
-entry jsonb). The atomic read-modify-write of a key runs in one transaction that holds the
+entry jsonb). A deleted key's last revision is kept in ``{table}_retired`` (key, revision):
+the write that creates the key again continues above it, so that a key's revisions never
+repeat. The atomic read-modify-write of a key runs in one transaction that holds the
 row's lock (``SELECT ... FOR UPDATE``) from its read to its commit, and writes the row, its
 journal row and the journal's trim in one statement, so writers on any number of servers
 serialize per key and never lose each other's updates, while different keys never wait for
@@ -21,8 +23,9 @@ of ``user:password@``, and the query parameters ``password`` and ``sslpassword``
 
 An existing table is used only if it has the columns this backend writes (``key`` text
 with a unique index, ``value`` jsonb, ``updated_at`` timestamptz); a table of another shape
-is refused when the storage opens, not at its first write, and a table of version 0.1 gets
-its ``revision`` column and journal. A key is the table's primary key,
+is refused when the storage opens, not at its first write, and tables of an earlier version
+get what they lack (a 0.1 table its ``revision`` column and journal, any its retired table).
+A key is the table's primary key,
 and PostgreSQL's btree index holds at most 2,704 bytes a row (keys are compressed first,
 so a repetitive key may be longer): a longer key is refused with ``ValueError``.
 
@@ -32,8 +35,8 @@ The modules, one job each:
   and the URL's passwords, kept out of messages, logs and ``repr`` (by
   :mod:`noetic_scratchpad.storage.redaction`);
 - :mod:`.codec`: values as jsonb on the wire, with the escape of U+0000;
-- :mod:`.table`: the SQL run on the two tables;
-- :mod:`.schema`: their creation under an advisory lock, the 0.1 upgrade, the shape checks;
+- :mod:`.table`: the SQL run on the three tables;
+- :mod:`.schema`: their creation under an advisory lock, the upgrades, the shape checks;
 - :mod:`.failures`: what a failed call means for the stored data, and the error saying so;
 - :mod:`.connection`: opening the pool and lending its connections;
 - :mod:`.writer`: the update and commit transaction that holds the row lock;

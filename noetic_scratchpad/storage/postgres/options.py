@@ -5,8 +5,9 @@ URL options (also keyword arguments of :meth:`PostgresStorage.open`, which win):
     postgresql://user:secret@db.internal:5432/app?table=scratchpad_kv&pool_size=10
 
 ``table`` (``[schema.]name``, default ``scratchpad_kv``; its journal is
-``[schema.]name_journal``), ``pool_size`` (an alias of
-``max_size``), ``min_size`` and ``max_size``. They are removed before the URL goes to
+``[schema.]name_journal``, and the last revisions of its deleted keys
+``[schema.]name_retired``), ``pool_size`` (an alias of ``max_size``), ``min_size`` and
+``max_size``. They are removed before the URL goes to
 asyncpg; every other parameter (``sslmode``, ``application_name``, a server setting such
 as ``lock_timeout``) passes through.
 
@@ -44,6 +45,7 @@ _OUR_PARAMS = ("table", "pool_size", "min_size", "max_size")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1; longer names are silently cut
 _JOURNAL_SUFFIX = "_journal"
+_RETIRED_SUFFIX = "_retired"
 # The parameters whose value is a secret (libpq's and asyncpg's names; passfile is a path):
 # shown as ``***``, the others as written.
 _SECRET_PARAMS = frozenset({"password", "sslpassword"})
@@ -73,17 +75,32 @@ class PostgresSettings:
     def journal_table(self) -> str:
         """The journal's table: ``{table}_journal`` in the table's schema (a name past
         PostgreSQL's 63 bytes is cut and made unique with a hash of the table's name)."""
-        *schema, name = self.table.split(".")
-        journal = f"{name}{_JOURNAL_SUFFIX}"
-        if len(journal.encode()) > _MAX_IDENTIFIER_BYTES:
-            digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-            keep = _MAX_IDENTIFIER_BYTES - len(_JOURNAL_SUFFIX) - len(digest) - 1
-            journal = f"{name[:keep]}_{digest}{_JOURNAL_SUFFIX}"
-        return ".".join([*schema, journal])
+        return self._beside(_JOURNAL_SUFFIX)
 
     @property
     def quoted_journal_table(self) -> str:
         return ".".join(f'"{part}"' for part in self.journal_table.split("."))
+
+    @property
+    def retired_table(self) -> str:
+        """The table of deleted keys' last revisions: ``{table}_retired``, named as the
+        journal is."""
+        return self._beside(_RETIRED_SUFFIX)
+
+    @property
+    def quoted_retired_table(self) -> str:
+        return ".".join(f'"{part}"' for part in self.retired_table.split("."))
+
+    def _beside(self, suffix: str) -> str:
+        """``{table}{suffix}`` in the table's schema, cut to PostgreSQL's 63 bytes and then
+        made unique with a hash of the table's name."""
+        *schema, name = self.table.split(".")
+        side = f"{name}{suffix}"
+        if len(side.encode()) > _MAX_IDENTIFIER_BYTES:
+            digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+            keep = _MAX_IDENTIFIER_BYTES - len(suffix) - len(digest) - 1
+            side = f"{name[:keep]}_{digest}{suffix}"
+        return ".".join([*schema, side])
 
     def scrub(self, text: str) -> str:
         """``text`` with the URL and every password in it replaced by their redacted form."""

@@ -1,10 +1,12 @@
-"""Creating the two tables, upgrading a table of an earlier version, checking their shape.
+"""Creating the three tables, upgrading tables of an earlier version, checking their shape.
 
 An existing key-value table is used only if it has the columns this backend writes
 (``key`` text with a unique index, ``value`` jsonb, ``updated_at`` timestamptz); a table
 of another shape is refused when the storage opens, not at its first write. A table of
 version 0.1 gets its ``revision`` column (every stored row at revision 1, which costs no
-rewrite of the table) and its journal table. Servers that start together and find
+rewrite of the table) and its journal table; tables made before the retired table get it
+(the revisions of keys deleted before are not known: those keys start again at 1, keys
+deleted from then on never repeat a revision). Servers that start together and find
 something missing take turns creating it, under an advisory lock; when everything is in
 place, opening writes nothing and needs no privilege beyond reading and writing rows.
 """
@@ -12,7 +14,7 @@ place, opening writes nothing and needs no privilege beyond reading and writing 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
@@ -31,6 +33,7 @@ _JOURNAL_COLUMNS = (
     ("written_at", "timestamp with time zone"),
     ("entry", "jsonb"),
 )
+_RETIRED_COLUMNS = (("key", "text"), ("revision", "bigint"))
 # First key of the advisory lock that serializes CREATE TABLE across servers (arbitrary).
 _DDL_LOCK_CLASS = 0x5C7A
 _SQL_COLUMNS = (
@@ -51,8 +54,17 @@ _SQL_IS_UNIQUE = (
 )
 
 
-def _create_sql(sql: TableSql) -> tuple[str, str, Sequence[str]]:
-    """The DDL: the key-value table, the journal, and the upgrade of a 0.1 table."""
+class _Ddl(NamedTuple):
+    table: str
+    journal: str
+    retired: str
+    upgrade: Sequence[str]
+    """Of a 0.1 table: its revision column."""
+
+
+def _create_sql(sql: TableSql) -> _Ddl:
+    """The DDL: the key-value table, the journal, the retired table, and the upgrade of a
+    0.1 table."""
     create = (
         f'CREATE TABLE IF NOT EXISTS {sql.table} (key text COLLATE "C" PRIMARY KEY, '
         "value jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), "
@@ -63,37 +75,59 @@ def _create_sql(sql: TableSql) -> tuple[str, str, Sequence[str]]:
         "revision bigint NOT NULL, written_at timestamptz NOT NULL DEFAULT now(), "
         "entry jsonb NOT NULL, PRIMARY KEY (key, revision))"
     )
+    # The key collated as the key-value table's is.
+    retired = (
+        f'CREATE TABLE IF NOT EXISTS {sql.retired} (key text COLLATE "C" PRIMARY KEY, '
+        "revision bigint NOT NULL)"
+    )
     # Added with DEFAULT 1, a constant: existing rows read 1 without a rewrite of the
     # table; rows inserted later get 0, then the revision their write sets.
     upgrade = (
         f"ALTER TABLE {sql.table} ADD COLUMN IF NOT EXISTS revision bigint NOT NULL DEFAULT 1",
         f"ALTER TABLE {sql.table} ALTER COLUMN revision SET DEFAULT 0",
     )
-    return create, journal, upgrade
+    return _Ddl(create, journal, retired, upgrade)
 
 
 async def prepare_tables(
     conn: asyncpg.Connection, sql: TableSql, settings: PostgresSettings
 ) -> None:
-    """Create what is missing, upgrade a 0.1 table, and raise :class:`StorageConfigError`
-    for a table of another shape (before changing anything in it)."""
-    create, create_journal, upgrade = _create_sql(sql)
-    if not await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", sql.table):
-        await _under_ddl_lock(conn, sql, [create, create_journal])
+    """Create what is missing, upgrade tables of an earlier version, and raise
+    :class:`StorageConfigError` for a table of another shape (before changing anything in
+    it)."""
+    ddl = _create_sql(sql)
+    if not await _exists(conn, sql.table):
+        await _under_ddl_lock(conn, sql, [ddl.table, ddl.journal, ddl.retired])
     columns = await _columns(conn, sql.table)
     problems = _shape_problems(columns, _COLUMNS, _REVISION, written=("key", "value"))
     if "key" in columns and not await _is_unique(conn, sql.table, ("key",)):
         problems.append("key has no unique index (such as a primary key)")
-    _check(settings, settings.table, columns, problems, _KV_FIX)
-    journal_exists = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", sql.journal)
-    if _REVISION[0] not in columns or not journal_exists:
-        await _under_ddl_lock(conn, sql, [*upgrade, create_journal])
+    _check(settings, settings.table, "a scratchpad table", columns, problems, _KV_FIX)
+    # Only what is missing: the ALTERs of the upgrade lock the key-value table.
+    missing = [
+        *(ddl.upgrade if _REVISION[0] not in columns else ()),
+        *(() if await _exists(conn, sql.journal) else (ddl.journal,)),
+        *(() if await _exists(conn, sql.retired) else (ddl.retired,)),
+    ]
+    if missing:
+        await _under_ddl_lock(conn, sql, missing)
     columns = await _columns(conn, sql.journal)
     written = ("key", "revision", "entry")
     problems = _shape_problems(columns, _JOURNAL_COLUMNS, None, written=written)
     if not await _is_unique(conn, sql.journal, ("key", "revision")):
         problems.append("(key, revision) has no unique index (such as a primary key)")
-    _check(settings, settings.journal_table, columns, problems, _JOURNAL_FIX)
+    journal = "a scratchpad journal"
+    _check(settings, settings.journal_table, journal, columns, problems, _JOURNAL_FIX)
+    columns = await _columns(conn, sql.retired)
+    problems = _shape_problems(columns, _RETIRED_COLUMNS, None, written=("key", "revision"))
+    if not await _is_unique(conn, sql.retired, ("key",)):
+        problems.append("key has no unique index (such as a primary key)")
+    retired = "a scratchpad table of deleted keys' revisions"
+    _check(settings, settings.retired_table, retired, columns, problems, _RETIRED_FIX)
+
+
+async def _exists(conn: asyncpg.Connection, table: str) -> bool:
+    return bool(await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", table))
 
 
 async def _under_ddl_lock(conn: asyncpg.Connection, sql: TableSql, ddl: Iterable[str]) -> None:
@@ -153,16 +187,24 @@ _JOURNAL_FIX = (
     "The journal needs (key text, revision bigint, written_at timestamptz NOT NULL DEFAULT "
     "now(), entry jsonb NOT NULL, PRIMARY KEY (key, revision))"
 )
+_RETIRED_FIX = (
+    "The table of deleted keys' revisions needs (key text PRIMARY KEY, revision bigint NOT NULL)"
+)
 
 
 def _check(
-    settings: PostgresSettings, table: str, found: dict[str, Any], problems: list[str], fix: str
+    settings: PostgresSettings,
+    table: str,
+    kind: str,
+    found: dict[str, Any],
+    problems: list[str],
+    fix: str,
 ) -> None:
-    """Raise :class:`StorageConfigError` naming ``table``'s columns, problems and the fix."""
+    """Raise :class:`StorageConfigError` saying that ``table`` is not ``kind``, naming its
+    columns, problems and the fix."""
     if not problems:
         return
     quoted = ".".join(f'"{part}"' for part in table.split("."))
-    kind = "a scratchpad journal" if table == settings.journal_table else "a scratchpad table"
     shown = ", ".join(f"{name} {row['type']}" for name, row in found.items()) or "none"
     raise StorageConfigError(
         f"the table {table!r} at {settings.display!r} exists but is not {kind}: "

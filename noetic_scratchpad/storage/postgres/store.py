@@ -68,7 +68,9 @@ class PostgresStorage(StorageBackend):
         self._batcher: KeyedBatcher[str, CommitJob, Any] = KeyedBatcher(
             self._run_batch, max_batch=max_batch
         )
-        self._sql = TableSql(settings.quoted_table, settings.quoted_journal_table)
+        self._sql = TableSql(
+            settings.quoted_table, settings.quoted_journal_table, settings.quoted_retired_table
+        )
 
     @classmethod
     async def open(
@@ -116,14 +118,19 @@ class PostgresStorage(StorageBackend):
     async def set(self, key: str, value: JsonValue) -> None:
         data = encode(value)
         async with self._connection("write", key, outcome=UNCONFIRMED) as conn:
-            await conn.execute(self._sql.set, key, data)
+            if await conn.fetchval(self._sql.set_existing, key, data):
+                return
+        # A missing key: created under the row lock, which finds the revision it continues
+        # from (TableSql.retired_revision says why one statement cannot).
+        await self.update(key, lambda _current: value)
 
     async def delete(self, key: str) -> None:
         # The row's delete waits for (and then locks out) any write of the key; only then
-        # does the journal's delete start, and see every row those writes added.
+        # does the journal's delete start, and see every row those writes added. The row's
+        # revision is kept with its delete, so that the key's next life continues above it.
         connection = self._connection("delete", key, outcome=UNCONFIRMED)
         async with connection as conn, conn.transaction():
-            await conn.execute(self._sql.delete, key)
+            await conn.execute(self._sql.retire, key)
             await conn.execute(self._sql.clear_journal, key)
 
     async def get_revision(self, key: str) -> Revision | None:

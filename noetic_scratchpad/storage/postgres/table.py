@@ -1,11 +1,13 @@
-"""The SQL this backend runs on its two tables.
+"""The SQL this backend runs on its three tables.
 
 Each key is a row ``(key text primary key, value jsonb, updated_at timestamptz, revision
 bigint)`` of the key-value table, the key collated ``"C"`` so that range scans run in code
 point order, as Python sorts. The writes journaled by ``commit`` are rows ``(key, revision,
 written_at, entry jsonb)`` of the journal table, whose primary key ``(key, revision)``
-serves the newest-first reads and the trims. Creating, upgrading and checking the tables
-is :mod:`.schema`'s job.
+serves the newest-first reads and the trims. A deleted key's last revision is a row
+``(key text primary key, revision bigint)`` of the retired table: the write that creates
+the key again continues above it, so that a key's revisions never repeat. Creating,
+upgrading and checking the tables is :mod:`.schema`'s job.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ class TableSql:
 
     __slots__ = (
         "clear_journal",
-        "delete",
         "describe",
         "drop",
         "get",
@@ -45,21 +46,27 @@ class TableSql:
         "journal_rows",
         "keys",
         "lock",
-        "set",
+        "retire",
+        "retired",
+        "retired_revision",
+        "set_existing",
         "table",
         "write",
         "write_journaled",
     )
 
-    def __init__(self, table: str, journal: str) -> None:
-        """``table``, ``journal``: the quoted names (:attr:`PostgresSettings.quoted_table`,
-        :attr:`PostgresSettings.quoted_journal_table`)."""
+    def __init__(self, table: str, journal: str, retired: str) -> None:
+        """``table``, ``journal``, ``retired``: the quoted names
+        (:attr:`PostgresSettings.quoted_table`, :attr:`~PostgresSettings.quoted_journal_table`,
+        :attr:`~PostgresSettings.quoted_retired_table`)."""
         t = self.table = table
         j = self.journal = journal
+        r = self.retired = retired
         # One round trip: insert the row if absent (without racing other inserters), then
         # lock it. A row this statement inserted is invisible to its own SELECT, hence
         # `created`; neither flag set means a concurrent delete won, and we try again. A
-        # created row also drops journal rows left by a writer that knew no journal.
+        # created row also drops journal rows left by a writer that knew no journal. A
+        # created row's revision is read next by `retired_revision`, not here: see there.
         self.lock = (
             f"WITH created AS (INSERT INTO {t} (key, value) VALUES ($1, 'null'::jsonb) "
             "ON CONFLICT (key) DO NOTHING RETURNING true), "
@@ -83,16 +90,32 @@ class TableSql:
             "ON CONFLICT (key, revision) DO UPDATE SET written_at = EXCLUDED.written_at, "
             "entry = EXCLUDED.entry"
         )
-        self.set = (
-            f"INSERT INTO {t} AS kv (key, value, revision) VALUES ($1, $2, 1) "
-            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now(), "
-            "revision = kv.revision + 1"
+        # The revision a row created by `lock` continues from: the key's last before it
+        # was deleted (0: never written). A statement of its own, after the lock: its
+        # snapshot then sees the retired revision of a delete that the insert waited for
+        # (a subquery of the insert's statement would not, as the snapshot is taken before
+        # the wait, and the key would start again at 1).
+        self.retired_revision = (
+            f"SELECT COALESCE((SELECT revision FROM {r} WHERE key = $1), 0) AS revision"
+        )
+        # `set` of a key that has a row: one statement. (For the same reason, `set` creates
+        # no row itself: a missing key is written as `update` does, under the row lock.)
+        self.set_existing = (
+            f"UPDATE {t} SET value = $2, revision = revision + 1, updated_at = now() "
+            "WHERE key = $1 RETURNING true"
         )
         self.get = f"SELECT value FROM {t} WHERE key = $1"
         self.get_revision = f"SELECT value, revision FROM {t} WHERE key = $1"
         self.get_many = f"SELECT key, value FROM {t} WHERE key = ANY($1::text[])"
-        # Run in one transaction, after the key's row is deleted (and so locked).
-        self.delete = f"DELETE FROM {t} WHERE key = $1"
+        # Deletes the key's row and keeps its revision (the higher one, should deletes of
+        # two lives of the key race), in one statement: no write can come in between.
+        self.retire = (
+            f"WITH gone AS (DELETE FROM {t} WHERE key = $1 RETURNING key, revision) "
+            f"INSERT INTO {r} AS retired (key, revision) SELECT key, revision FROM gone "
+            "ON CONFLICT (key) DO UPDATE SET "
+            "revision = GREATEST(retired.revision, EXCLUDED.revision)"
+        )
+        # Run in one transaction, after `retire` has deleted (and so locked) the key's row.
         self.clear_journal = f"DELETE FROM {j} WHERE key = $1"
         # Entries as text, decoded row by row: one bad row is skipped, not the read.
         self.journal_rows = (
@@ -103,7 +126,7 @@ class TableSql:
         self.describe = _range_scan(
             t, "key, value, extract(epoch FROM updated_at)::float8 AS updated_at, revision"
         )
-        self.drop = f"DROP TABLE IF EXISTS {j}, {t}"
+        self.drop = f"DROP TABLE IF EXISTS {r}, {j}, {t}"
 
 
 def _range_scan(table: str, columns: str) -> RangeScan:

@@ -12,6 +12,10 @@ KeyedBatcher` (see :mod:`.store`): the writes queued behind a running transactio
 combined into the next one, which runs them here in order, each on the result of the one
 before it. A write that raises fails alone; when every write fails, the transaction is
 rolled back, which also removes a row inserted only to be locked.
+
+A row inserted to be locked belongs to a key that is missing: its first write is seen as
+``Revision(None, 0)`` but stored above the key's last revision before it was deleted (the
+retired table's), so that a key's revisions never repeat.
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ async def update_row(
     await transaction.start()
     try:
         # The row lock is held from here to the end of the transaction.
-        done = _apply(jobs, await _lock_row(conn, sql, settings, key))
+        done = _apply(jobs, *await _lock_row(conn, sql, settings, key))
         if done.data is not None:
             await _write(conn, sql, key, done)
     except BaseException:
@@ -96,33 +100,38 @@ async def update_row(
 
 async def _lock_row(
     conn: asyncpg.Connection, sql: TableSql, settings: PostgresSettings, key: str
-) -> Revision:
-    """The value and revision of ``key`` once its row is locked; ``Revision(None, 0)`` for
-    a row inserted to lock."""
+) -> tuple[Revision, int]:
+    """The value and revision of ``key`` once its row is locked (``Revision(None, 0)`` for
+    a row inserted to lock), and the revision its next write adds 1 to: the row's, or for
+    an inserted row the key's last one before it was deleted (0: never written)."""
     for _ in range(_LOCK_ATTEMPTS):
         row = await conn.fetchrow(sql.lock, key)
         if row is None:  # the statement always yields one row
             raise StorageError(f"locking the row of {key!r} returned nothing; retry")
         if row["created"]:
-            return Revision(None, 0)
+            # After the lock statement, so that a delete the insert waited for is seen.
+            retired: int = await conn.fetchval(sql.retired_revision, key)
+            return Revision(None, 0), retired
         if row["found"]:
-            return Revision(row["value"], row["revision"])
+            return Revision(row["value"], row["revision"]), row["revision"]
     raise StorageError(
         f"could not lock the row of {key!r} in {settings.table!r}: it was deleted "
         f"by another writer {_LOCK_ATTEMPTS} times in a row; nothing was written, retry"
     )
 
 
-def _apply(jobs: Iterable[CommitJob], current: Revision) -> _Outcome:
-    """Run the queued jobs in order, each on the result of the last one that worked."""
-    done = _Outcome(current.value, current.revision)
+def _apply(jobs: Iterable[CommitJob], current: Revision, base: int) -> _Outcome:
+    """Run the queued jobs in order, each on the result of the last one that worked; the
+    first write is stored at ``base + 1`` (``current.revision + 1`` but for a created row)."""
+    done = _Outcome(current.value, base)
+    seen = current.revision  # what a commit's fn is shown: 0 until a write is made
     for job in jobs:
         try:
             if job.plain:
                 new, entry = job.fn(done.value), None
                 data = _json.dumps(new)
             else:
-                commit = job.fn(Revision(done.value, done.revision))
+                commit = job.fn(Revision(done.value, seen))
                 new, entry, data = commit.value, commit.entry, commit.json()
             encoded = escape(data)
             if entry is not None:
@@ -130,7 +139,7 @@ def _apply(jobs: Iterable[CommitJob], current: Revision) -> _Outcome:
         except Exception as exc:
             done.outcomes.append(exc)
             continue
-        revision = done.revision = done.revision + 1
+        revision = seen = done.revision = done.revision + 1
         done.value, done.data = new, encoded
         if entry is not None:
             done.journal.append((revision, entry))

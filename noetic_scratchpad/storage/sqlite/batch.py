@@ -56,12 +56,25 @@ class Unparsed:
 class KeyState:
     """One key as the transaction sees it so far, and what it will write for it."""
 
-    __slots__ = ("bumps", "changed", "clear", "floor", "journal", "revision", "text", "value")
+    __slots__ = (
+        "bumps",
+        "changed",
+        "clear",
+        "exists",
+        "floor",
+        "journal",
+        "revision",
+        "text",
+        "value",
+    )
 
-    def __init__(self, value: Any, revision: int | None) -> None:
+    def __init__(self, value: Any, revision: int | None, exists: bool = True) -> None:
         #: The current value (``None``: missing), or :class:`Unparsed` after a set.
         self.value = value
-        #: The current revision; ``None`` when the row was never read (see ``bumps``).
+        #: Whether the key has a value (a commit's ``fn`` sees ``Revision(None, 0)`` if not).
+        self.exists = exists
+        #: The current revision, or for a missing key its last one (0: never written);
+        #: ``None`` when the row was never read (see ``bumps``).
         self.revision = revision
         #: Sets made since the unread row's revision.
         self.bumps = 0
@@ -78,14 +91,15 @@ class KeyState:
     def set(self, text: str) -> None:
         self.value = Unparsed(text)
         self.text = text
-        self.changed = True
+        self.changed = self.exists = True
         if self.revision is None:
             self.bumps += 1
         else:
             self.revision += 1
 
     def delete(self) -> None:
-        self.value, self.revision, self.bumps = None, 0, 0
+        # The revision stays: the key's next write continues above it.
+        self.value, self.bumps, self.exists = None, 0, False
         self.text = None
         self.changed = self.clear = True
         self.journal = []
@@ -94,12 +108,12 @@ class KeyState:
     def commit(self, value: Any, text: str, entry: str | None, keep: int) -> int:
         """Record a commit on the current (known) revision; return the new revision."""
         assert self.revision is not None
-        if self.revision == 0:
+        if not self.exists:
             # A new row: journal rows of an earlier key of that name that a writer without
             # journal left behind must not show as its history.
             self.clear = True
         revision = self.revision = self.revision + 1
-        self.value, self.text, self.changed = value, text, True
+        self.value, self.text, self.changed, self.exists = value, text, True, True
         if entry is not None:
             self.journal.append((revision, entry))
             self.floor = max(self.floor, revision - keep)

@@ -3,7 +3,9 @@
 Each key is a row of the key-value table ``(key, value, updated_at, revision)``; the writes
 journaled by :meth:`~noetic_scratchpad.storage.base.StorageBackend.commit` are rows of
 ``{table}_journal (key, revision, written_at, entry)``, whose primary key ``(key, revision)``
-keeps one key's rows together for the newest-first reads and the trims.
+keeps one key's rows together for the newest-first reads and the trims. A deleted key's
+last revision is a row of ``{table}_retired (key, revision)``: writing the key again
+continues above it, so a key's revisions never repeat.
 
 Values are stored as JSON text but read as bytes (``CAST(value AS BLOB)``) and decoded
 here: a row that is not valid UTF-8 (written by another program) is then an error of
@@ -22,12 +24,17 @@ from ...errors import StorageConfigError, StorageError
 from .._prefix import prefix_upper_bound
 from ..base import JsonValue
 
-__all__ = ("TableSql", "create_table", "decode_row", "journal_table")
+__all__ = ("TableSql", "create_table", "decode_row", "journal_table", "retired_table")
 
 
 def journal_table(table: str) -> str:
     """The name of the journal table of the key-value table ``table``."""
     return f"{table}_journal"
+
+
+def retired_table(table: str) -> str:
+    """The name of the table of deleted keys' last revisions, of the key-value table ``table``."""
+    return f"{table}_retired"
 
 
 class TableSql:
@@ -42,6 +49,8 @@ class TableSql:
         "journal_insert",
         "journal_rows",
         "journal_trim",
+        "retire",
+        "retired_revision",
         "set_row",
         "table",
         "upsert",
@@ -59,12 +68,25 @@ class TableSql:
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
             "updated_at = excluded.updated_at, revision = excluded.revision"
         )
-        # A set on a row whose revision was never read: it advances by the sets made.
+        r = retired_table(table)
+        # A set on a row whose revision was never read: it advances by the sets made (?4),
+        # from the row's revision, or from the key's last one when it was deleted.
         self.set_row = (
-            f"INSERT INTO {table} (key, value, updated_at, revision) VALUES (?, ?, ?, ?) "
+            f"INSERT INTO {table} (key, value, updated_at, revision) VALUES (?1, ?2, ?3, "
+            f"coalesce((SELECT revision FROM {r} WHERE key = ?1), 0) + ?4) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
-            f"updated_at = excluded.updated_at, revision = {table}.revision + excluded.revision"
+            f"updated_at = excluded.updated_at, revision = {table}.revision + ?4"
         )
+        # Run before the row's delete: keeps the higher of the row's revision and the one
+        # the writer handed out last (?2), so that no write of the key repeats either. (A
+        # row left for a key that lives again is harmless: the key's row is above it.)
+        self.retire = (
+            f"INSERT INTO {r} (key, revision) SELECT ?1, last FROM (SELECT max(?2, "
+            f"coalesce((SELECT revision FROM {table} WHERE key = ?1), 0)) AS last) "
+            "WHERE last > 0 ON CONFLICT (key) DO UPDATE SET "
+            "revision = max(revision, excluded.revision)"
+        )
+        self.retired_revision = f"SELECT revision FROM {r} WHERE key = ?"
         self.delete = f"DELETE FROM {table} WHERE key = ?"
         # OR REPLACE: a row a version without journal left behind (deleting the key but
         # not its journal) must not make the key unwritable.
@@ -130,7 +152,8 @@ def create_table(conn: sqlite3.Connection, path: str, table: str) -> None:
     """Create the tables when missing, add the revision column to a table made by an
     earlier version; refuse tables of another shape. Writes nothing when all is in place."""
     journal = journal_table(table)
-    if "revision" in _columns(conn, table) and _columns(conn, journal):
+    tables = (journal, retired_table(table))
+    if "revision" in _columns(conn, table) and all(_columns(conn, name) for name in tables):
         _check_shapes(conn, path, table)
         return
     # Under the write lock: processes opening an old file together upgrade it once.
@@ -167,6 +190,12 @@ def _create(conn: sqlite3.Connection, path: str, table: str) -> None:
         "key TEXT NOT NULL, revision INTEGER NOT NULL, written_at REAL NOT NULL, "
         "entry TEXT NOT NULL, PRIMARY KEY (key, revision))"
     )
+    # Files made before it have none: the revisions of keys deleted before are gone, and
+    # keys deleted from now on keep theirs.
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {retired_table(table)} ("
+        "key TEXT PRIMARY KEY NOT NULL, revision INTEGER NOT NULL) WITHOUT ROWID"
+    )
     _check_shapes(conn, path, table)
 
 
@@ -179,13 +208,25 @@ def _check_shapes(conn: sqlite3.Connection, path: str, table: str) -> None:
     _check_kv_shape(conn, path, table)
     journal = journal_table(table)
     columns = _columns(conn, journal)
-    if set(columns) >= set(_JOURNAL_COLUMNS) and (columns["key"], columns["revision"]) == (1, 2):
+    keyed = (columns.get("key"), columns.get("revision")) == (1, 2)
+    if not (keyed and set(columns) >= set(_JOURNAL_COLUMNS)):
+        found = ", ".join(columns) or "none"
+        raise StorageConfigError(
+            f"the table {journal!r} in {path} is not a scratchpad journal: it has the "
+            f"columns {found}, not key and revision (the primary key), written_at and "
+            "entry. Rename or drop that table, or use another table name "
+            "(sqlite:///...?table=scratchpad_kv2)"
+        )
+    retired = retired_table(table)
+    columns = _columns(conn, retired)
+    if set(columns) >= {"key", "revision"} and columns["key"] == 1:
         return
     found = ", ".join(columns) or "none"
     raise StorageConfigError(
-        f"the table {journal!r} in {path} is not a scratchpad journal: it has the columns "
-        f"{found}, not key and revision (the primary key), written_at and entry. Rename "
-        "or drop that table, or use another table name (sqlite:///...?table=scratchpad_kv2)"
+        f"the table {retired!r} in {path} is not a scratchpad table of deleted keys' "
+        f"revisions: it has the columns {found}, not key (the primary key) and revision. "
+        "Rename or drop that table, or use another table name "
+        "(sqlite:///...?table=scratchpad_kv2)"
     )
 
 

@@ -162,7 +162,9 @@ class SqliteWriter:
                 value, entry = job.fn(state.value), None
                 data = _json.dumps(value)  # ValueError for what JSON cannot hold
             else:
-                commit = job.fn(Revision(state.value, state.revision or 0))
+                # A missing key reads as revision 0, whatever revisions it had before.
+                revision = state.revision if state.exists else 0
+                commit = job.fn(Revision(state.value, revision or 0))
                 value, entry, data = commit.value, commit.entry, commit.json()
             text = data.decode()
             if entry is not None:
@@ -181,8 +183,9 @@ class SqliteWriter:
         if state is None:
             cached = self._recent.get(key)
             if cached is None:
-                cached = self._read(conn, key, decode=True)
-            state = batch.keys[key] = KeyState(*cached)
+                state = batch.keys[key] = KeyState(*self._read(conn, key, decode=True))
+            else:
+                state = batch.keys[key] = KeyState(*cached)
             return state
         if state.revision is None:  # sets on a row never read: they count from its revision
             state.revision = self._read(conn, key, decode=False)[1] + state.bumps
@@ -190,12 +193,15 @@ class SqliteWriter:
             state.value = _json.loads(state.value.text)
         return state
 
-    def _read(self, conn: sqlite3.Connection, key: str, *, decode: bool) -> tuple[Any, int]:
+    def _read(self, conn: sqlite3.Connection, key: str, *, decode: bool) -> tuple[Any, int, bool]:
+        """The row's value (when ``decode``), revision and whether it exists; a missing
+        key's revision is the last one it had (0: never written)."""
         found = conn.execute(self._sql.get_revision, (key,)).fetchone()
         if found is None:
-            return None, 0
+            retired = conn.execute(self._sql.retired_revision, (key,)).fetchone()
+            return None, 0 if retired is None else retired[0], False
         value = decode_row(self.options.path, key, found[0]) if decode else None
-        return value, found[1]
+        return value, found[1], True
 
     def _write_rows(self, conn: sqlite3.Connection, jobs: Sequence[Job], batch: Batch) -> None:
         """Write each changed key's rows. A statement SQLite refuses for that key alone (a
@@ -229,6 +235,7 @@ class SqliteWriter:
         if state.clear:
             conn.execute(sql.clear_journal, (key,))
         if state.text is None:
+            conn.execute(sql.retire, (key, state.revision or 0))
             conn.execute(sql.delete, (key,))
         elif state.revision is None:
             conn.execute(sql.set_row, (key, state.text, now, state.bumps))

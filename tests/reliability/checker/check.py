@@ -26,6 +26,9 @@ times; CLOCK_MONOTONIC is one clock for every process of a Linux machine):
     on the api path (``update_state`` and own-loop handles, matched by count per channel
     and scope, in workers that ran to their end): acknowledged writes against
     ``UpdateApplied`` events, refusals against ``UpdateRejected`` events;
+``repeated_revision``
+    two ``UpdateApplied`` events of one scope name the same revision: a revision must name
+    one state of a scope for good, across resets too;
 ``state_discarded`` / ``bad_state``
     a stored state failed the schema when it was read (by a worker or a checker read), or
     a read state is not ``{"acks": {...}}``.
@@ -126,6 +129,7 @@ def check(records: Iterable[Mapping[str, Any]]) -> Report:
     _check_discarded(log, add)
     _check_tool_events(log, add)
     _check_api_events(log, add)
+    _check_revisions(log, add)
     report.stats = _stats(log, report, stored, coverage)
     return report
 
@@ -383,6 +387,25 @@ def _check_api_events(log: _Log, add: Add) -> None:
                     None,
                     f"worker {worker} {channel}: {seen[key]} {outcome} write(s), "
                     f"{emitted[key]} {expected} event(s)",
+                )
+            )
+
+
+def _check_revisions(log: _Log, add: Add) -> None:
+    """The revisions ``UpdateApplied`` reports, across every worker: one write each."""
+    applied: Counter[tuple[str, int]] = Counter()
+    for event in log.events:
+        if event["event"] == "update_applied" and event.get("revision") is not None:
+            where = f"{event['channel'].split(':')[1]}:{event['scope_key']}"
+            applied[where, event["revision"]] += 1
+    for (where, revision), count in sorted(applied.items()):
+        if count > 1:
+            add(
+                Violation(
+                    "repeated_revision",
+                    where,
+                    None,
+                    f"{count} UpdateApplied events name revision {revision}",
                 )
             )
 

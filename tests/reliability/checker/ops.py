@@ -173,7 +173,7 @@ class Workbench:
                 "at": time.monotonic(),
             }
             if isinstance(event, UpdateApplied):
-                entry.update(hook=event.source, call_id=event.call_id)
+                entry.update(hook=event.source, call_id=event.call_id, revision=event.revision)
             elif isinstance(event, UpdateRejected):
                 entry.update(hook=event.hook, call_id=event.call_id, reason=event.reason)
                 if event.call_id is not None:
