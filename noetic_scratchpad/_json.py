@@ -15,7 +15,6 @@ __all__ = (
     "loads",
     "loads_arguments",
     "reject_constant",
-    "same_value",
 )
 
 
@@ -45,28 +44,6 @@ def loads(data: bytes | str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(data)
-
-
-def same_value(a: Any, b: Any) -> bool:
-    """Whether ``a`` and ``b`` are the same JSON value, whatever the order of their keys
-    (PostgreSQL's jsonb hands objects back in an order of its own). ``False`` when either
-    is not JSON orjson can write (integers past 64 bits included): the caller then checks
-    the slow way."""
-    try:
-        # Copies decoded from the same text list their keys alike: the plain encoding, a
-        # third of the sorted one's cost, then settles it. (Equal text: the same value.)
-        if (
-            type(a) is dict
-            and type(b) is dict
-            and list(a) == list(b)
-            and orjson.dumps(a) == orjson.dumps(b)
-        ):
-            return True
-        return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
-            b, option=orjson.OPT_SORT_KEYS
-        )
-    except orjson.JSONEncodeError:
-        return False
 
 
 class ArgumentsError(ValueError):

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from noetic_scratchpad import (
     ExecutionContext,
+    ScratchpadConflictError,
     StateDiscarded,
     _deadline,
     _json,
@@ -33,6 +33,7 @@ from noetic_scratchpad.merge import merge_state
 from noetic_scratchpad.render import contains_float, dumps_pretty
 from noetic_scratchpad.schema import SchemaGate
 from noetic_scratchpad.storage import MemoryStorage, ScopedStorage, StorageBackend
+from noetic_scratchpad.storage.base import Revision
 from noetic_scratchpad.testing import capture_events
 
 SCALARS = (
@@ -202,9 +203,10 @@ async def test_a_state_stored_by_someone_else_is_checked_before_it_is_merged() -
 
 
 @pytest.mark.asyncio
-async def test_the_same_json_read_back_is_trusted_and_a_changed_one_is_not() -> None:
-    """A stored state equal to one the layer wrote (same JSON, another object) merges
-    directly; one that differs by a single bad value is reported at init and discarded."""
+async def test_a_copy_stored_by_someone_else_merges_and_a_changed_one_is_discarded() -> None:
+    """A stored state equal to one the layer wrote (same JSON, another object, another
+    revision) is checked and merged; one that differs by a single bad value is reported
+    at init and discarded."""
     layer = scratchpad(schema=Notes)
     backend = MemoryStorage()
     storage, handle = await _bound(layer, backend)
@@ -222,40 +224,18 @@ async def test_the_same_json_read_back_is_trusted_and_a_changed_one_is_not() -> 
     assert len(events.of(StateDiscarded)) == 1
 
 
-@given(OBJECTS)
-@settings(max_examples=200)
-def test_same_value_ignores_key_order_and_nothing_else(state: dict[str, Any]) -> None:
-    """``_json.same_value``: a copy with every object's keys in reverse order is the same
-    value; changing any scalar's JSON type (1, 1.0, True) is not."""
-
-    def reversed_keys(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {key: reversed_keys(value[key]) for key in reversed(list(value))}
-        if isinstance(value, list):
-            return [reversed_keys(item) for item in value]
-        return value
-
-    fits_orjson = _json.dumps(state)[:1] != b" "  # integers past 64 bits: the slow way
-    assert _json.same_value(state, reversed_keys(state)) is fits_orjson
-    assert _json.same_value(state, copy.deepcopy(state)) is fits_orjson
-    # Top-level keys alike, nested ones not: still the same value.
-    assert _json.same_value({"a": {"x": 1, "y": 2}}, {"a": {"y": 2, "x": 1}})
-    assert not _json.same_value({"n": 1}, {"n": True})
-    assert not _json.same_value({"n": 1}, {"n": 1.0})
-    assert not _json.same_value({"a": {"b": [1, 2]}}, {"a": {"b": [2, 1]}})
-
-
 class _JsonbLike(MemoryStorage):
-    """Hands ``update`` a decoded copy with keys in another order, as PostgreSQL does."""
+    """Hands ``commit`` a decoded copy with keys in another order, as PostgreSQL does."""
 
-    async def update(self, key: str, fn: Any) -> Any:
-        def reordered(current: Any) -> Any:
-            if isinstance(current, dict):
-                current = {k: current[k] for k in sorted(current, key=lambda k: (len(k), k))}
-            copied = _json.loads(_json.dumps(current)) if current is not None else None
-            return fn(copied)
+    async def commit(self, key: str, fn: Any, *, keep: int) -> Revision:
+        def reordered(current: Revision) -> Any:
+            value = current.value
+            if isinstance(value, dict):
+                value = {k: value[k] for k in sorted(value, key=lambda k: (len(k), k))}
+            copied = _json.loads(_json.dumps(value)) if value is not None else None
+            return fn(Revision(copied, current.revision))
 
-        return await super().update(key, reordered)
+        return await super().commit(key, reordered, keep=keep)
 
 
 @pytest.mark.asyncio
@@ -263,8 +243,8 @@ async def test_a_reordered_copy_of_the_state_it_wrote_is_not_validated_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Storage that hands back decoded copies with its own key order (jsonb) still lets the
-    layer recognize the state it wrote, so the whole state is not validated on every
-    write; a state someone else changed is."""
+    layer recognize the state it wrote, by its revision, so the whole state is not
+    validated on every write; a state someone else changed is."""
     layer = scratchpad(schema=Notes)
     backend = _JsonbLike()
     storage, handle = await _bound(layer, backend)
@@ -290,22 +270,20 @@ async def test_a_reordered_copy_of_the_state_it_wrote_is_not_validated_again(
 
 @pytest.fixture
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every state the layer validates as a whole or compares with a state it knows, in
-    order (validation always passes here)."""
+    """Every state the layer validates as a whole, in order (validation always passes
+    here)."""
     seen: list[Any] = []
-    compare = _json.same_value
     monkeypatch.setattr(SchemaGate, "errors", lambda gate, state: seen.append(state) or [])
-    monkeypatch.setattr(_json, "same_value", lambda a, b: seen.append(a) or compare(a, b))
     return seen
 
 
 @pytest.mark.asyncio
-async def test_many_scopes_written_in_turn_are_neither_checked_nor_compared_again(
+async def test_many_scopes_written_in_turn_are_not_checked_again(
     tmp_path: Path, checks: list[Any]
 ) -> None:
     """Writers on more scopes than the layer remembers states for: SQLite hands each
     writer the very state it wrote last, which the writer's handle recognizes without
-    validating or comparing it."""
+    validating it."""
     layer = scratchpad(schema=Notes)
     backend = await open_storage(f"sqlite:///{tmp_path / 'many.db'}")
     try:
@@ -329,12 +307,13 @@ async def test_many_scopes_written_in_turn_are_neither_checked_nor_compared_agai
 
 
 @pytest.mark.asyncio
-async def test_the_state_init_checked_is_compared_not_validated_at_the_first_write(
+async def test_the_state_init_checked_is_not_validated_again_at_the_first_write(
     tmp_path: Path, checks: list[Any]
 ) -> None:
-    """On SQLite the first write after init reads the row init loaded and checked: it is
-    compared with that state once and not validated again. A row another process
-    rewrote in between is compared, then validated before the update merges into it."""
+    """On SQLite the first write after init reads (and decodes) the row init loaded and
+    checked: its revision is the one init checked, so it is not validated again. A row
+    another process rewrote in between has another revision, and is validated before the
+    update merges into it."""
     layer = scratchpad(schema=Notes)
     url = f"sqlite:///{tmp_path / 'first.db'}"
     backend = await open_storage(url)
@@ -346,19 +325,72 @@ async def test_the_state_init_checked_is_compared_not_validated_at_the_first_wri
         checks.clear()  # what init looked at
 
         await handle.update({"count": 1})
-        assert checks == [{"goal": "loaded", "tags": {"a": 1}}]  # one comparison
-        checks.clear()
-
+        assert checks == []
         _, second = await _bound(layer, backend)
         loaded = {"goal": "loaded", "tags": {"a": 1}, "count": 1}
         assert checks == [loaded]  # init checks what it loads
         rewritten = {"goal": "rewritten", "tags": {"a": 1}, "count": 1}
         await other.set(key, rewritten)
         await second.update({"count": 2})
-        assert checks == [loaded, rewritten, rewritten]  # compared, then validated
+        assert checks == [loaded, rewritten]
         assert await backend.get(key) == {**rewritten, "count": 2}
     finally:
         await other.aclose()
+        await backend.aclose()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("backend_kind", ["memory", "sqlite"])
+async def test_a_state_deleted_and_rewritten_to_the_same_count_of_writes_is_checked(
+    backend_kind: str, tmp_path: Path
+) -> None:
+    """Init checks a valid state at revision 2; another process resets the scope and
+    writes a state that breaks the schema, twice. Revisions never repeat, so the first
+    write does not take that state for the one init checked: it is found bad and the
+    update starts over from the initial state, as for any bad stored state."""
+    layer = scratchpad(schema=Notes)
+    url = "memory://" if backend_kind == "memory" else f"sqlite:///{tmp_path / 'aba.db'}"
+    backend = await open_storage(url)
+    other = backend if backend_kind == "memory" else await open_storage(url)
+    try:
+        key = ScopedStorage(backend, layer.id, "t1").full_key("state")
+        await backend.set(key, {"goal": "valid", "count": 1})
+        await backend.set(key, {"goal": "valid", "count": 2})
+        _, handle = await _bound(layer, backend)
+        assert handle.revision == 2
+        await other.delete(key)
+        await other.set(key, {"goal": "bad", "count": -1})
+        await other.set(key, {"goal": "bad", "count": -2})
+        await handle.update({"goal": "mine"})
+        assert await backend.get(key) == {"goal": "mine"}
+        assert handle.revision == 5
+    finally:
+        if other is not backend:
+            await other.aclose()
+        await backend.aclose()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("backend_kind", ["memory", "sqlite"])
+async def test_expected_revision_is_not_met_by_a_reset_scope_at_the_same_count(
+    backend_kind: str, tmp_path: Path
+) -> None:
+    """``expected_revision`` names one stored state: after a reset and as many writes as
+    before, the scope is at another revision and the conditional write is refused."""
+    layer = scratchpad(schema=Notes)
+    url = "memory://" if backend_kind == "memory" else f"sqlite:///{tmp_path / 'aba.db'}"
+    backend = await open_storage(url)
+    try:
+        storage, handle = await _bound(layer, backend)
+        await handle.update({"goal": "first"})
+        seen = handle.revision
+        await backend.delete(storage.full_key("state"))
+        _, other = await _bound(layer, backend)
+        await other.update({"goal": "someone else's"})
+        with pytest.raises(ScratchpadConflictError):
+            await handle.update({"goal": "mine"}, expected_revision=seen)
+        assert await backend.get(storage.full_key("state")) == {"goal": "someone else's"}
+    finally:
         await backend.aclose()
 
 

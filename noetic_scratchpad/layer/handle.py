@@ -17,9 +17,9 @@ from .arguments import applied_text, edited_text
 from .config import STATE_KEY, ScratchpadState
 from .journal import HistoryEntry, history_of, revert_to, state_at
 from .load import Loaded, load
-from .pipeline import Rewrite, UpdatePipeline, copy_state
+from .pipeline import Rewrite, Transition, UpdatePipeline, copy_state
 from .view import view_of
-from .writer import Prepare, ScopeWriter, Written, conflict
+from .writer import Prepare, ScopeWriter, conflict
 
 __all__ = ("ScratchpadHandle", "copy_state")
 
@@ -73,9 +73,9 @@ class ScratchpadHandle:
         self._floats: tuple[Any, bool] | None = None
         # (state object, its JSON) after a write: copies of it need no encoding.
         self._encoded: tuple[Any, bytes] | None = None
-        # The last state this handle wrote or checked: a decoded copy of it that storage
-        # hands back at the next write is not checked again.
-        self._passed: Any = None
+        # The stored revision whose state this handle wrote or checked: met again at the
+        # next write, that state is not checked again (a key's revisions never repeat).
+        self._checked_revision: int | None = None
 
     @property
     def tool_name(self) -> str:
@@ -181,7 +181,7 @@ class ScratchpadHandle:
             source=source,
             call_id=call_id,
             current=self.state,
-            passed=self._passed,
+            checked_revision=self._checked_revision,
             floats=self._floats,
             expected_revision=expected_revision,
             prepare=prepare,
@@ -270,8 +270,7 @@ class ScratchpadHandle:
         """Take ``loaded`` as the current state (after init or a refresh)."""
         self.state = loaded.state
         self.revision = loaded.revision
-        if loaded.checked and isinstance(loaded.state, dict):
-            self._passed = loaded.state
+        self._checked_revision = loaded.revision if loaded.checked else None
 
     def floats_hint(self, state: Any) -> bool | None:
         """Whether ``state`` holds floats, if this handle knows that object; else ``None``."""
@@ -284,15 +283,17 @@ class ScratchpadHandle:
             return has_floats
         return None
 
-    def _remember(self, written: Written | None) -> None:
+    def _remember(self, written: Transition | None) -> None:
         """Keep what the write that produced ``self.state`` learned about it, if it did."""
+        # Whatever object storage handed back, the stored state is the one the pipeline
+        # produced and checked, at the new revision.
+        self._checked_revision = None if self.storage is None else self.revision
         if written is None or written.state is not self.state:
-            self._floats = self._encoded = self._passed = None
+            self._floats = self._encoded = None
             return
         has_floats = written.has_floats
         self._floats = None if has_floats is None else (written.state, has_floats)
         self._encoded = (written.state, written.encoded)
-        self._passed = written.state
 
     def _require_storage(self, action: str) -> ScopedStorage:
         if self.storage is None:

@@ -22,7 +22,8 @@ __all__ = ("Loaded", "load")
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """A scope's state as :func:`load` found it; ``checked``: it is the stored state and
-    it passed the schema; ``revision``: the stored revision (0: nothing stored)."""
+    it passed the schema (a write that finds this revision stored need not check it
+    again); ``revision``: the stored revision (0: nothing stored)."""
 
     state: ScratchpadState
     checked: bool
@@ -53,7 +54,7 @@ async def load(
     stored, revision = found.value, found.revision
     problem = pipeline.problem(stored)
     if problem is None:
-        return Loaded(stored, pipeline.gate is not None, revision)
+        return Loaded(stored, True, revision)
     reason, errors = problem
     ctx.events.emit(
         StateDiscarded(

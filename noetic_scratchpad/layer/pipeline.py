@@ -105,7 +105,6 @@ class UpdatePipeline:
         update: Mapping[str, Any] | Rewrite,
         *,
         checked: bool = False,
-        passed: Any = None,
         cleaned: bool = False,
         tool: str = UPDATE_TOOL,
     ) -> Transition:
@@ -114,14 +113,13 @@ class UpdatePipeline:
         ``update`` is merged into the state, or a :class:`Rewrite` (an edit, a revert)
         computes the new state from it, which the whole schema then checks.
 
-        ``checked``: the caller knows ``stored`` passes. ``passed``: a state known to pass,
-        so that a decoded copy of it need not be checked again. ``cleaned``: ``update``
+        ``checked``: the caller knows ``stored`` passes. ``cleaned``: ``update``
         came from :meth:`prepare` and is the caller's alone, so the new state may hold its
         values instead of copies. ``tool``: the update tool's name as the model sees it.
         Raises ``ScratchpadUpdateError``; pure otherwise.
         """
         state = self.initial_state() if stored is None else stored
-        if not (checked or self._is_known(state, passed)) and self.problem(state) is not None:
+        if not (checked or self._known.contains(state)) and self.problem(state) is not None:
             # Checked before merging: an update that happens to fix the bad field must not
             # bring back the rest of a state that init reported as discarded.
             state = self.initial_state()
@@ -150,12 +148,6 @@ class UpdatePipeline:
             )
         self._known.add(merged)
         return Transition(merged, encoded, state, keys)
-
-    def _is_known(self, state: Any, passed: Any) -> bool:
-        """Whether ``state`` is one this pipeline produced, or a copy of ``passed``."""
-        if self._known.contains(state) or state is passed:
-            return True
-        return passed is not None and self.gate is not None and _json.same_value(state, passed)
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -221,9 +213,11 @@ class Rewrite:
 
 class Transition:
     """What a transition produced: the new state, its compact JSON, the state it was made
-    from (the stored one, or the initial state that replaced it) and the keys it wrote."""
+    from (the stored one, or the initial state that replaced it) and the top-level keys it
+    wrote; ``has_floats``, whether the new state holds floats, when the writer knows it
+    from its caller (``None``: not known)."""
 
-    __slots__ = ("base", "encoded", "keys", "state")
+    __slots__ = ("base", "encoded", "has_floats", "keys", "state")
 
     def __init__(
         self, state: dict[str, Any], encoded: bytes, base: ScratchpadState, keys: tuple[str, ...]
@@ -232,6 +226,7 @@ class Transition:
         self.encoded = encoded
         self.base = base
         self.keys = keys
+        self.has_floats: bool | None = None
 
 
 class _KnownStates:
@@ -240,7 +235,7 @@ class _KnownStates:
     Validation is the costliest step of a write, and the state a write starts from is
     nearly always one the pipeline just produced: the very object (memory storage, SQLite's
     cache of the rows it committed, or the previous write in a batch). Decoded copies are
-    recognized by the writer, which keeps the last state it wrote or checked. Bounded to a
+    recognized by the writer, by the revision its handle last wrote or checked. Bounded to a
     few objects, and safe without a lock for transitions running in storage threads: each
     step is one call into the C implementation of ``OrderedDict``.
     """

@@ -17,7 +17,6 @@ Reading a scope's state is :mod:`.load`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .. import _deadline
@@ -35,25 +34,14 @@ from ..storage import ScopedStorage
 from ..storage.base import Commit, Revision
 from .config import STATE_KEY, UPDATE_TOOL, ScratchpadState
 from .journal import entry_of
-from .pipeline import Rewrite, UpdatePipeline
+from .pipeline import Rewrite, Transition, UpdatePipeline
 
-__all__ = ("Change", "ScopeWriter", "Written", "conflict")
+__all__ = ("Change", "ScopeWriter", "conflict")
 
 #: A write's change: an update to merge, or a :class:`~.pipeline.Rewrite`.
 Change = Mapping[str, Any] | Rewrite
 #: ``prepare(args, tool)``: the change ``args`` ask for, checked before storage is touched.
 Prepare = Callable[[Any, str], Change]
-
-
-@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is twice as slow
-class Written:
-    """What a transition produced: the state, its JSON, whether it holds floats (``None``:
-    not known), and the top-level keys it wrote."""
-
-    state: dict[str, Any]
-    encoded: bytes
-    has_floats: bool | None
-    keys: tuple[str, ...]
 
 
 class ScopeWriter:
@@ -86,11 +74,11 @@ class ScopeWriter:
         source: WriteSource,
         call_id: str | None,
         current: ScratchpadState,
-        passed: Any = None,
+        checked_revision: int | None = None,
         floats: tuple[Any, bool] | None = None,
         expected_revision: int | None = None,
         prepare: Prepare | None = None,
-    ) -> tuple[Any, ScratchpadState, Written | None, int | None]:
+    ) -> tuple[Any, ScratchpadState, Transition | None, int | None]:
         """Apply one change. Returns it as applied (an update as merged, a rewrite's
         ``applied``), the new state, what the transition learned about that state
         (``None`` when storage handed back another object) and the new revision
@@ -98,8 +86,9 @@ class ScopeWriter:
 
         ``prepare(args, tool)`` turns ``args`` into the change (default: an update to
         merge). ``expected_revision``: refuse with ``ScratchpadConflictError`` unless the
-        stored revision is this one. What the caller knows spares work: ``passed``, a
-        state known to fit the schema (a decoded copy of it is not validated again);
+        stored revision is this one. What the caller knows spares work:
+        ``checked_revision``, a stored revision whose state is known to fit the schema (a
+        key's revisions never repeat, so met again, it is not validated again);
         ``floats``, a state object and whether it holds floats.
 
         Raises ``ScratchpadUpdateError`` (refused) or ``StorageError`` (not saved, or not
@@ -108,7 +97,7 @@ class ScopeWriter:
         try:
             change = (prepare or self.pipeline.prepare)(args, self.tool_name)
             new_state, written, revision = await self._store(
-                change, source, call_id, expected_revision, current, passed, floats
+                change, source, call_id, expected_revision, current, checked_revision, floats
             )
         except BaseException as exc:
             refusal = _refusal(exc)
@@ -148,28 +137,29 @@ class ScopeWriter:
         call_id: str | None,
         expected: int | None,
         current: ScratchpadState,
-        passed: Any,
+        checked_revision: int | None,
         floats: tuple[Any, bool] | None,
-    ) -> tuple[ScratchpadState, Written | None, int | None]:
+    ) -> tuple[ScratchpadState, Transition | None, int | None]:
         pipeline = self.pipeline
         update_floats = isinstance(change, Rewrite) or contains_float(change)
         keep = pipeline.config.history_limit
-        # ``passed``: storage that hands back decoded copies (PostgreSQL, SQLite after
-        # another process wrote) returns a value equal to it when no one else wrote since,
-        # and then the copy need not be checked again.
-        produced: list[Written] = []
+        produced: list[Transition | None] = [None]  # the last run's (it may run again)
         tool = self.tool_name
 
         def transition(stored: Revision) -> Commit:
             if expected is not None and stored.revision != expected:
                 raise conflict(expected, stored.revision)
             value = stored.value
-            result = pipeline.transition(value, change, passed=passed, cleaned=True, tool=tool)
+            # Storage that hands back decoded copies (PostgreSQL, SQLite after another
+            # process wrote) hands back the revision known to pass when no one wrote since.
+            checked = checked_revision is not None and stored.revision == checked_revision
+            result = pipeline.transition(value, change, checked=checked, cleaned=True, tool=tool)
             # From the state object the caller knows (no one else wrote since), whether the
             # result holds floats follows without looking at the whole state.
             same = floats is not None and value is floats[0] and not update_floats
             has_floats = (floats[1] or update_floats) if floats is not None and same else None
-            produced[:] = [Written(result.state, result.encoded, has_floats, result.keys)]
+            result.has_floats = has_floats
+            produced[0] = result
             if keep == 0:
                 return Commit(result.state, None, result.encoded)
             entry = entry_of(
@@ -185,7 +175,9 @@ class ScopeWriter:
 
         if self.storage is None:  # a host calling store without init: nothing to persist
             transition(Revision(current, 0))
-            return produced[0].state, produced[0], None
+            made = produced[0]
+            assert made is not None
+            return made.state, made, None
         timeout = pipeline.config.write_timeout
         try:
             committed = await _deadline.wait_for(
@@ -194,8 +186,10 @@ class ScopeWriter:
         except _deadline.Expired:
             raise _WriteTimeout(timeout or 0) from None
         new_state: ScratchpadState = committed.value
-        written = produced[0] if produced and produced[0].state is new_state else None
-        return new_state, written, committed.revision
+        made = produced[0]
+        if made is None or made.state is not new_state:  # storage handed back another object
+            made = None
+        return new_state, made, committed.revision
 
     def reject(self, source: WriteSource, call_id: str | None, exc: ScratchpadUpdateError) -> None:
         """Report a change refused before it reached :meth:`write` (``UpdateRejected``)."""
