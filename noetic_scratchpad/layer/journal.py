@@ -207,6 +207,16 @@ def state_at(
         if number != expected:
             break  # a gap: an entry that was trimmed or could not be read
         state, expected = undo(state, entry), expected - 1
+        if state is None and expected > 0:
+            # Nothing was stored before that write, which was not the key's first: the
+            # scope was reset, and the states of the revisions below went with it.
+            if target == 0:
+                return None  # revision 0 is "nothing stored": the initial state
+            raise ScratchpadHistoryError(
+                f"Revision {target} was made before the scratchpad was reset (the kept "
+                f"history starts again at revision {expected + 1}); it cannot be restored. "
+                "Pick a revision from its history."
+            )
     if expected != target:
         raise ScratchpadHistoryError(
             f"Revision {target} is older than the kept history (it reaches back to revision "

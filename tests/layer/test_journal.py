@@ -100,6 +100,30 @@ async def test_revert_outside_the_kept_window_is_refused_and_reported() -> None:
     assert handle.snapshot == {"n": 2}
 
 
+async def test_a_revision_from_before_a_reset_cannot_be_restored() -> None:
+    """Revisions go on across a reset, but the states before it are gone: reverting to one
+    is refused (not taken for "nothing stored", which would give the initial state);
+    revisions made since the reset revert as usual."""
+    backend = MemoryStorage()
+    handle = await scratchpad().open(backend, thread_id="t1")
+    for i in range(3):
+        await handle.update({"n": i})
+    await backend.delete(KEY)
+    await handle.refresh()
+    await handle.update({"n": "after"})
+    await handle.update({"n": "later"})
+    assert handle.revision == 5
+    for target in (3, 2, 1):
+        with capture_events(handle.ctx.events) as events, pytest.raises(ScratchpadHistoryError):
+            await handle.revert(target)
+        assert [event.reason for event in events.of(UpdateRejected)] == ["history"]
+    assert await backend.get(KEY) == {"n": "later"}
+    await handle.revert(4)
+    assert handle.snapshot == {"n": "after"}
+    await handle.revert(0)
+    assert handle.snapshot == ""
+
+
 async def test_revert_checks_the_schema_gate() -> None:
     backend = MemoryStorage()
     handle = await scratchpad().open(backend, thread_id="t1")
