@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from ._background import start_background
+from ._background import Event, new_event, start_background
 
 __all__ = ("BatchRunner", "KeyedBatcher")
 
@@ -38,7 +38,7 @@ BatchRunner = Callable[[K, list[J]], Awaitable[Sequence["R | BaseException"]]]
 @dataclass(eq=False, slots=True)
 class _Waiter(Generic[J]):
     job: J
-    finished: anyio.Event = field(default_factory=anyio.Event)
+    finished: Event = field(default_factory=new_event)
     done: bool = False
     outcome: Any = None
 

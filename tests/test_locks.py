@@ -1,7 +1,8 @@
 """KeyedBatcher: per-key order, independent keys, combining, cancellation, registry cleanup.
 
 Each behaviour is a scenario coroutine, run on asyncio (pytest-asyncio) by its own test and
-under trio by ``test_scenarios_under_trio``: the batcher is built on anyio primitives only.
+under trio by ``test_scenarios_under_trio``: the batcher runs on both (its only switch
+between them is in ``_background``).
 """
 
 from __future__ import annotations
