@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 from .. import _json
 from .base import (
@@ -22,12 +22,6 @@ from .base import (
 __all__ = ("MemoryStorage",)
 
 
-class _Entry(NamedTuple):
-    value: Any
-    updated_at: float
-    revision: int
-
-
 class MemoryStorage(StorageBackend):
     """Keeps values in a dict.
 
@@ -42,7 +36,10 @@ class MemoryStorage(StorageBackend):
     url = "memory://"
 
     def __init__(self) -> None:
-        self._values: dict[str, _Entry] = {}
+        # Each key's value and revision: the very object the next commit's ``fn`` is
+        # handed (``fn`` must not mutate it), so a write makes one record, not three.
+        self._values: dict[str, Revision] = {}
+        self._written_at: dict[str, float] = {}
         self._journals: dict[str, builtins.list[tuple[int, float, str]]] = {}
         #: The last revision of each deleted key: its revisions never repeat.
         self._retired: dict[str, int] = {}
@@ -53,42 +50,43 @@ class MemoryStorage(StorageBackend):
         return cls()
 
     async def get(self, key: str) -> JsonValue | None:
-        entry = self._values.get(key)
-        return None if entry is None else _copy(entry[0])
+        stored = self._values.get(key)
+        return None if stored is None else _copy(stored.value)
 
     async def get_revision(self, key: str) -> Revision | None:
-        entry = self._values.get(key)
-        return None if entry is None else Revision(_copy(entry.value), entry.revision)
+        stored = self._values.get(key)
+        return None if stored is None else Revision(_copy(stored.value), stored.revision)
 
     async def set(self, key: str, value: JsonValue) -> None:
-        self._values[key] = _Entry(_copy(value), time.time(), self._revision(key) + 1)
+        self._store(key, _copy(value), self._revision(key) + 1)
 
     async def delete(self, key: str) -> None:
-        entry = self._values.pop(key, None)
-        if entry is not None:
-            self._retired[key] = entry.revision
+        stored = self._values.pop(key, None)
+        if stored is not None:
+            self._retired[key] = stored.revision
+            del self._written_at[key]
         self._journals.pop(key, None)
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
         return sorted(key for key in self._values if key.startswith(prefix))
 
     async def get_many(self, keys: Iterable[str]) -> dict[str, JsonValue]:
-        return {key: _copy(entry.value) for key in keys if (entry := self._values.get(key))}
+        return {key: _copy(stored.value) for key in keys if (stored := self._values.get(key))}
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
         # Never awaits between the read and the write: atomic on its loop without a lock.
-        entry = self._values.get(key)
-        value = fn(None if entry is None else entry.value)
+        stored = self._values.get(key)
+        value = fn(None if stored is None else stored.value)
         _json.dumps(value)  # refuses, as another backend would, what JSON cannot hold
-        self._values[key] = _Entry(value, time.time(), self._revision(key) + 1)
+        self._store(key, value, self._revision(key) + 1)
         return value
 
     async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
-        entry = self._values.get(key)
-        if entry is None:
+        current = self._values.get(key)
+        if current is None:
             current, revision = Revision(None, 0), self._retired.get(key, 0) + 1
         else:
-            current, revision = Revision(entry.value, entry.revision), entry.revision + 1
+            revision = current.revision + 1
         commit: Commit = fn(current)
         if commit.encoded is None:  # refuses, as another backend would, what JSON cannot hold
             _json.dumps(commit.value)
@@ -103,8 +101,9 @@ class MemoryStorage(StorageBackend):
             journal.append(row)
             if len(journal) > keep:
                 del journal[: len(journal) - keep]
-        self._values[key] = _Entry(commit.value, now, revision)
-        return Revision(commit.value, revision)
+        stored = self._values[key] = Revision(commit.value, revision)
+        self._written_at[key] = now
+        return stored
 
     async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
         rows = self._journals.get(key, ())
@@ -113,15 +112,19 @@ class MemoryStorage(StorageBackend):
 
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
         return [
-            KeyInfo(key, len(_json.dumps(entry.value)), entry.updated_at, entry.revision)
-            for key, entry in sorted(self._values.items())
+            KeyInfo(key, len(_json.dumps(stored.value)), self._written_at[key], stored.revision)
+            for key, stored in sorted(self._values.items())
             if key.startswith(prefix)
         ]
 
     def _revision(self, key: str) -> int:
         """The key's revision; for a missing key, the last one it had (0: never written)."""
-        entry = self._values.get(key)
-        return self._retired.get(key, 0) if entry is None else entry.revision
+        stored = self._values.get(key)
+        return self._retired.get(key, 0) if stored is None else stored.revision
+
+    def _store(self, key: str, value: Any, revision: int) -> None:
+        self._values[key] = Revision(value, revision)
+        self._written_at[key] = time.time()
 
     async def aclose(self) -> None:
         self._closed = True
