@@ -44,7 +44,8 @@ CHUNK = 100
 
 
 def deep_sizeof(root: Any) -> int:
-    """Bytes of ``root`` and everything it reaches through dicts, lists, tuples and deques."""
+    """Bytes of ``root`` and everything it reaches through dicts, lists, tuples, deques and
+    the attributes of slotted objects (memory storage keeps each key as a ``Revision``)."""
     seen: set[int] = set()
     total = 0
     stack = [root]
@@ -59,6 +60,11 @@ def deep_sizeof(root: Any) -> int:
             stack.extend(obj.values())
         elif isinstance(obj, list | tuple | deque):  # deque: the journal of each key
             stack.extend(obj)
+        else:
+            slots = getattr(type(obj), "__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                if hasattr(obj, name):
+                    stack.append(getattr(obj, name))
     return total
 
 
