@@ -79,9 +79,12 @@ def running_async_library() -> str | None:
 
 
 def start_background(
-    fn: Callable[[], Awaitable[None]], tasks: set[asyncio.Task[None]] | None = None
+    fn: Callable[..., Awaitable[None]],
+    *args: Any,
+    tasks: set[asyncio.Task[None]] | None = None,
 ) -> tuple[bool, asyncio.Task[None] | None]:
-    """Run ``fn()`` in a task of its own on the running loop.
+    """Run ``fn(*args)`` in a task of its own on the running loop (arguments, not a
+    closure: a write batch starts this way, and a closure is a cell for each name).
 
     Returns whether it started (not when no loop runs in this thread) and, on asyncio, its
     task (``None`` under trio, where it is a system task: ``fn`` must not raise there, or
@@ -94,11 +97,11 @@ def start_background(
         if trio is None:
             return False, None
         try:
-            trio.lowlevel.spawn_system_task(fn)
+            trio.lowlevel.spawn_system_task(fn, *args)
         except RuntimeError:  # not inside trio either
             return False, None
         return True, None
-    task: asyncio.Task[None] = loop.create_task(fn())  # type: ignore[arg-type]  # a coroutine
+    task: asyncio.Task[None] = loop.create_task(fn(*args))  # type: ignore[arg-type]  # a coroutine
     if tasks is not None:
         tasks.add(task)
         task.add_done_callback(tasks.discard)

@@ -78,7 +78,7 @@ class KeyedBatcher(Generic[K, J, R]):
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = deque()
-            started, _ = start_background(lambda: self._work(key, queue), self._tasks)
+            started, _ = start_background(self._work, key, queue, tasks=self._tasks)
             if not started:
                 del self._queues[key]
                 raise RuntimeError("KeyedBatcher.submit needs a running asyncio or trio loop")

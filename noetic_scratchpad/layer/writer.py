@@ -140,53 +140,30 @@ class ScopeWriter:
         checked_revision: int | None,
         floats: tuple[Any, bool] | None,
     ) -> tuple[ScratchpadState, Transition | None, int | None]:
-        pipeline = self.pipeline
-        update_floats = isinstance(change, Rewrite) or contains_float(change)
-        keep = pipeline.config.history_limit
-        produced: list[Transition | None] = [None]  # the last run's (it may run again)
-        tool = self.tool_name
-
-        def transition(stored: Revision) -> Commit:
-            if expected is not None and stored.revision != expected:
-                raise conflict(expected, stored.revision)
-            value = stored.value
-            # Storage that hands back decoded copies (PostgreSQL, SQLite after another
-            # process wrote) hands back the revision known to pass when no one wrote since.
-            checked = checked_revision is not None and stored.revision == checked_revision
-            result = pipeline.transition(value, change, checked=checked, cleaned=True, tool=tool)
-            # From the state object the caller knows (no one else wrote since), whether the
-            # result holds floats follows without looking at the whole state.
-            same = floats is not None and value is floats[0] and not update_floats
-            has_floats = (floats[1] or update_floats) if floats is not None and same else None
-            result.has_floats = has_floats
-            produced[0] = result
-            if keep == 0:
-                return Commit(result.state, None, result.encoded)
-            entry = entry_of(
-                source=source,
-                call_id=call_id,
-                keys=result.keys,
-                applied=change.applied if isinstance(change, Rewrite) else change,
-                stored=value,
-                base=result.base,
-                merged=not isinstance(change, Rewrite),
-            )
-            return Commit(result.state, entry, result.encoded)
-
+        attempt = _Attempt(
+            self.pipeline,
+            change,
+            source,
+            call_id,
+            expected,
+            checked_revision,
+            floats,
+            self.tool_name,
+        )
         if self.storage is None:  # a host calling store without init: nothing to persist
-            transition(Revision(current, 0))
-            made = produced[0]
+            attempt(Revision(current, 0))
+            made = attempt.produced
             assert made is not None
             return made.state, made, None
-        timeout = pipeline.config.write_timeout
+        timeout = self.pipeline.config.write_timeout
         try:
             committed = await _deadline.wait_for(
-                timeout, self.storage.commit(STATE_KEY, transition, keep=keep)
+                timeout, self.storage.commit(STATE_KEY, attempt, keep=attempt.keep)
             )
         except _deadline.Expired:
             raise _WriteTimeout(timeout or 0) from None
         new_state: ScratchpadState = committed.value
-        made = produced[0]
+        made = attempt.produced
         if made is None or made.state is not new_state:  # storage handed back another object
             made = None
         return new_state, made, committed.revision
@@ -216,6 +193,79 @@ class ScopeWriter:
                 call_id=call_id,
             )
         )
+
+
+class _Attempt:
+    """A write's transition, which the backend runs on the latest stored state (again, if
+    it retries). An object, not a closure: one allocation a write instead of a function
+    and a cell for each name it would capture, which under many writers made the cyclic
+    collector run more often."""
+
+    __slots__ = (
+        "call_id",
+        "change",
+        "checked_revision",
+        "expected",
+        "floats",
+        "keep",
+        "pipeline",
+        "produced",
+        "source",
+        "tool",
+        "update_floats",
+    )
+
+    def __init__(
+        self,
+        pipeline: UpdatePipeline,
+        change: Change,
+        source: WriteSource,
+        call_id: str | None,
+        expected: int | None,
+        checked_revision: int | None,
+        floats: tuple[Any, bool] | None,
+        tool: str,
+    ) -> None:
+        self.pipeline = pipeline
+        self.change = change
+        self.source = source
+        self.call_id = call_id
+        self.expected = expected
+        self.checked_revision = checked_revision
+        self.floats = floats
+        self.tool = tool
+        self.update_floats = isinstance(change, Rewrite) or contains_float(change)
+        self.keep = pipeline.config.history_limit
+        self.produced: Transition | None = None  # the last run's
+
+    def __call__(self, stored: Revision) -> Commit:
+        expected, change, floats = self.expected, self.change, self.floats
+        if expected is not None and stored.revision != expected:
+            raise conflict(expected, stored.revision)
+        value = stored.value
+        # Storage that hands back decoded copies (PostgreSQL, SQLite after another
+        # process wrote) hands back the revision known to pass when no one wrote since.
+        checked = self.checked_revision is not None and stored.revision == self.checked_revision
+        result = self.pipeline.transition(
+            value, change, checked=checked, cleaned=True, tool=self.tool
+        )
+        # From the state object the caller knows (no one else wrote since), whether the
+        # result holds floats follows without looking at the whole state.
+        same = floats is not None and value is floats[0] and not self.update_floats
+        result.has_floats = floats[1] if floats is not None and same else None
+        self.produced = result
+        if self.keep == 0:
+            return Commit(result.state, None, result.encoded)
+        entry = entry_of(
+            source=self.source,
+            call_id=self.call_id,
+            keys=result.keys,
+            applied=change.applied if isinstance(change, Rewrite) else change,
+            stored=value,
+            base=result.base,
+            merged=not isinstance(change, Rewrite),
+        )
+        return Commit(result.state, entry, result.encoded)
 
 
 # The model's validator called directly: the same checks without ``BaseModel.__init__``'s

@@ -110,7 +110,7 @@ class OwnedStorage:
             finally:
                 done.set()
 
-        started, _ = start_background(close, self._closing)
+        started, _ = start_background(close, tasks=self._closing)
         if not started:  # no loop to start a task on (a coroutine driven by hand)
             await close()
         try:
