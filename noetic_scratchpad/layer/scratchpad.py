@@ -141,9 +141,8 @@ class ScratchpadLayer:
         limit = budget.max if isinstance(budget, Budget) else budget
         handle = ctx.context.get(self.id)
         hint = handle.floats_hint(state) if isinstance(handle, ScratchpadHandle) else None
-        kind, scope_key = ctx.scope_of(self.scope)
         view = view_of(
-            state, limit, ctx, layer_id=self.id, scope_key=scope_key, scope=kind, has_floats=hint
+            state, limit, ctx, layer_id=self.id, scope=self.config.scope, has_floats=hint
         )
         if view.text is None:
             return None

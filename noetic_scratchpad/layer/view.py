@@ -17,13 +17,19 @@ def view_of(
     ctx: ExecutionContext,
     *,
     layer_id: str,
-    scope_key: str,
     scope: Scope,
+    scope_key: str | None = None,
     has_floats: bool | None = None,
 ) -> RenderedView:
-    """The block for ``state`` in at most ``limit`` tokens; a cut block emits ``ViewTruncated``."""
+    """The block for ``state`` in at most ``limit`` tokens; a cut block emits ``ViewTruncated``.
+
+    ``scope_key``: the key of the scope ``state`` is from; by default the one ``ctx`` gives
+    a layer of kind ``scope``, looked up only when a cut is reported (a recall every turn).
+    """
     view = render_view(state, limit, ctx.tokenize or estimate_tokens, has_floats=has_floats)
     if view.truncated:
+        if scope_key is None:
+            scope, scope_key = ctx.scope_of(scope)
         ctx.events.emit(
             ViewTruncated(
                 layer_id=layer_id,

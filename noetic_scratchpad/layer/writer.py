@@ -96,22 +96,34 @@ class ScopeWriter:
         """
         try:
             change = (prepare or self.pipeline.prepare)(args, self.tool_name)
-            new_state, written, revision = await self._store(
-                change, source, call_id, expected_revision, current, checked_revision, floats
+            attempt = _Attempt(
+                self.pipeline,
+                change,
+                source,
+                call_id,
+                expected_revision,
+                checked_revision,
+                floats,
+                self.tool_name,
             )
+            if self.storage is None:  # a host calling store without init: nothing to persist
+                new_state, revision = attempt(Revision(current, 0)).value, None
+            else:
+                committed = await _deadline.wait_for(
+                    self.pipeline.config.write_timeout,
+                    self.storage.commit(STATE_KEY, attempt, keep=attempt.keep),
+                )
+                new_state, revision = committed.value, committed.revision
         except BaseException as exc:
-            refusal = _refusal(exc)
-            if refusal is None:
-                raise  # a cancellation: the caller's own doing
-            reason, message, errors = refusal
-            self._emit_rejected(source, call_id, reason, message, errors)
-            if isinstance(exc, ScratchpadUpdateError | StorageError):
+            error = self._failure(exc, source, call_id)
+            if error is None:
                 raise
-            if isinstance(exc, _WriteTimeout):  # cut off: it may have landed or not
-                raise StorageOutcomeUnknownError(message) from None
-            raise StorageError(message) from exc
+            raise error from (None if isinstance(exc, _deadline.Expired) else exc)
         if call_id is not None:
             self.ctx.handled_call_ids.add(call_id)
+        written = attempt.produced
+        if written is not None and written.state is not new_state:
+            written = None  # storage handed back another object: it knows nothing of it
         applied = change.applied if isinstance(change, Rewrite) else change
         keys = written.keys if written is not None else tuple(applied)
         self.ctx.events.emit(
@@ -130,43 +142,22 @@ class ScopeWriter:
         )
         return applied, new_state, written, revision
 
-    async def _store(
-        self,
-        change: Change,
-        source: WriteSource,
-        call_id: str | None,
-        expected: int | None,
-        current: ScratchpadState,
-        checked_revision: int | None,
-        floats: tuple[Any, bool] | None,
-    ) -> tuple[ScratchpadState, Transition | None, int | None]:
-        attempt = _Attempt(
-            self.pipeline,
-            change,
-            source,
-            call_id,
-            expected,
-            checked_revision,
-            floats,
-            self.tool_name,
-        )
-        if self.storage is None:  # a host calling store without init: nothing to persist
-            attempt(Revision(current, 0))
-            made = attempt.produced
-            assert made is not None
-            return made.state, made, None
-        timeout = self.pipeline.config.write_timeout
-        try:
-            committed = await _deadline.wait_for(
-                timeout, self.storage.commit(STATE_KEY, attempt, keep=attempt.keep)
-            )
-        except _deadline.Expired:
-            raise _WriteTimeout(timeout or 0) from None
-        new_state: ScratchpadState = committed.value
-        made = attempt.produced
-        if made is None or made.state is not new_state:  # storage handed back another object
-            made = None
-        return new_state, made, committed.revision
+    def _failure(
+        self, exc: BaseException, source: WriteSource, call_id: str | None
+    ) -> BaseException | None:
+        """Report a failed write (``UpdateRejected``); the error its caller gets instead of
+        ``exc``, or ``None`` to let ``exc`` through (a refusal, a storage error, or a
+        cancellation, which is the caller's own doing and reports nothing)."""
+        refusal = _refusal(exc, self.pipeline.config.write_timeout)
+        if refusal is None:
+            return None
+        reason, message, errors = refusal
+        self._emit_rejected(source, call_id, reason, message, errors)
+        if isinstance(exc, ScratchpadUpdateError | StorageError):
+            return None
+        if isinstance(exc, _deadline.Expired):  # cut off: it may have landed or not
+            return StorageOutcomeUnknownError(message)
+        return StorageError(message)
 
     def reject(self, source: WriteSource, call_id: str | None, exc: ScratchpadUpdateError) -> None:
         """Report a change refused before it reached :meth:`write` (``UpdateRejected``)."""
@@ -273,17 +264,6 @@ class _Attempt:
 _new_applied = UpdateApplied.__pydantic_validator__.validate_python
 
 
-class _WriteTimeout(Exception):
-    """``write_timeout`` passed before the backend answered."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(
-            f"The scratchpad did not answer within {seconds:g} s, so the update may have "
-            "been saved or not. Check the scratchpad and repeat the update if it is "
-            "missing; repeating an update is harmless."
-        )
-
-
 def conflict(expected: int, actual: int) -> ScratchpadConflictError:
     """The refusal of a write that expected revision ``expected`` and found ``actual``."""
     return ScratchpadConflictError(
@@ -294,13 +274,22 @@ def conflict(expected: int, actual: int) -> ScratchpadConflictError:
     )
 
 
-def _refusal(exc: BaseException) -> tuple[str, str, Sequence[dict[str, Any]]] | None:
+def _refusal(
+    exc: BaseException, timeout: float | None
+) -> tuple[str, str, Sequence[dict[str, Any]]] | None:
     """The one mapping of a failed write to (reason, message, errors); ``None`` for a
-    cancellation or anything else that is not a failure of the write."""
+    cancellation or anything else that is not a failure of the write. ``timeout``: the
+    write deadline, which :class:`~.._deadline.Expired` says passed."""
     if isinstance(exc, ScratchpadUpdateError):
         return exc.reason, exc.message, exc.errors
-    if isinstance(exc, _WriteTimeout):
-        return "timeout", str(exc), []
+    if isinstance(exc, _deadline.Expired):
+        return (
+            "timeout",
+            f"The scratchpad did not answer within {timeout or 0:g} s, so the update may "
+            "have been saved or not. Check the scratchpad and repeat the update if it is "
+            "missing; repeating an update is harmless.",
+            [],
+        )
     if isinstance(exc, StorageOutcomeUnknownError):
         return (
             "unconfirmed",

@@ -247,6 +247,25 @@ async def test_recall_over_budget_is_cut_reported_and_storage_keeps_everything(
     assert await scope.stored_bytes() == before
 
 
+@pytest.mark.parametrize(
+    ("resource_id", "expected"), [("u7", ("resource", "u7")), (None, ("thread", "t1"))]
+)
+async def test_a_resource_layers_cut_names_the_scope_it_read(
+    bind: Bind, resource_id: str | None, expected: tuple[str, str]
+) -> None:
+    """A resource layer's cut recall reports the user's scope, or the thread's when the
+    execution has no resource id (where its state then lives)."""
+    scope = await bind(scratchpad(scope="resource"), resource_id=resource_id)
+    await scope.handle.update({"log": ["detail " * 8] * 100})
+
+    with capture_events(scope.ctx.events) as events:
+        await scope.layer.hooks.recall(state=scope.handle.state, budget=50, ctx=scope.ctx)
+
+    [truncated] = events.of(ViewTruncated)
+    assert (truncated.scope, truncated.scope_key) == expected
+    assert (truncated.scope, truncated.scope_key) == (scope.handle.scope, scope.handle.scope_key)
+
+
 async def test_recall_accepts_a_budget_object() -> None:
     """A Budget limits the view to its ``max``."""
     from noetic_scratchpad import Budget
