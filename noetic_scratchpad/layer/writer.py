@@ -126,6 +126,16 @@ class ScopeWriter:
             written = None  # storage handed back another object: it knows nothing of it
         applied = change.applied if isinstance(change, Rewrite) else change
         keys = written.keys if written is not None else tuple(applied)
+        self._emit_applied(source, call_id, keys, revision)
+        return applied, new_state, written, revision
+
+    def _emit_applied(
+        self,
+        source: WriteSource,
+        call_id: str | None,
+        keys: tuple[str, ...],
+        revision: int | None,
+    ) -> None:
         self.ctx.events.emit(
             _new_applied(
                 {
@@ -140,7 +150,6 @@ class ScopeWriter:
                 }
             )
         )
-        return applied, new_state, written, revision
 
     def _failure(
         self, exc: BaseException, source: WriteSource, call_id: str | None
