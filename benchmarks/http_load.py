@@ -22,9 +22,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -84,7 +84,10 @@ def scope_of(tag: str, client: int) -> str:
 
 
 async def run_phase(
-    connections: list[Connection], per_client: int, path_of: Any, tag: str
+    connections: list[Connection],
+    per_client: int,
+    path_of: Callable[[str, int], tuple[str, str]],
+    tag: str,
 ) -> Phase:
     """Every client sends ``per_client`` requests in turn; all clients start together."""
     phase = Phase()
@@ -95,7 +98,8 @@ async def run_phase(
         for j in range(per_client):
             body = orjson.dumps({"acks": {f"c{n}.{j}": j}})
             begin = time.perf_counter()
-            status, _ = await conn.request(*path_of(tag, n), body)
+            method, path = path_of(tag, n)
+            status, _ = await conn.request(method, path, body)
             phase.latencies.append(time.perf_counter() - begin)
             if status == 200:
                 phase.acked += 1
