@@ -27,6 +27,7 @@ from .events import (
     StateDiscarded,
     UpdateApplied,
     UpdateRejected,
+    UpdateRetried,
     ViewTruncated,
 )
 from .layer import (
@@ -96,6 +97,7 @@ __all__ = (
     "ToolSpec",
     "UpdateApplied",
     "UpdateRejected",
+    "UpdateRetried",
     "ViewTruncated",
     "__version__",
     "open_storage",

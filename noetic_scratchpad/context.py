@@ -28,8 +28,9 @@ class ExecutionContext:
     events: EventBus = field(default_factory=EventBus)
     tokenize: Tokenizer | None = None
     context: dict[str, Any] = field(default_factory=dict)
-    #: Function-call ids already applied, or claimed by the runtime's tool path; the store
-    #: hook skips them, so every call is applied at most once.
+    #: Ids of the calls in the response at hand that the runtime's tool path runs itself;
+    #: the store hook leaves them to it. (A call repeated under its id is told apart from
+    #: a new call by the layer itself: see ``noetic_scratchpad.layer.calls``.)
     handled_call_ids: set[str] = field(default_factory=set)
     parent: ExecutionContext | None = None
 

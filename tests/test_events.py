@@ -19,6 +19,7 @@ from noetic_scratchpad.events import (
     StateDiscarded,
     UpdateApplied,
     UpdateRejected,
+    UpdateRetried,
     ViewTruncated,
 )
 
@@ -93,6 +94,38 @@ def test_events_are_immutable() -> None:
     with pytest.raises(pydantic.ValidationError):
         event.scope_key = "other"  # type: ignore[misc]
     assert event.scope_key == "t1"
+
+
+def test_repeated_call_ids_are_told_apart_by_typed_events(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A new call under a reused id is an ``UpdateApplied`` that says so (default: not
+    reused); a retry is an ``UpdateRetried``, immutable, logged at info with its fields."""
+    caplog.set_level(logging.DEBUG, logger="noetic_scratchpad")
+    applied = UpdateApplied(layer_id="s", scope_key="t", source="tool", keys=("a",))
+    reused = UpdateApplied(
+        layer_id="s", scope_key="t", source="store", keys=("b",), call_id="c", reused_call_id=True
+    )
+    retried = UpdateRetried(
+        layer_id="s", scope_key="t", source="tool", keys=("a",), call_id="c", revision=3
+    )
+    assert (applied.reused_call_id, reused.reused_call_id) == (False, True)
+    assert (retried.kind, retried.call_id, retried.revision) == ("update_retried", "c", 3)
+    with pytest.raises(pydantic.ValidationError):
+        retried.revision = 4  # type: ignore[misc]
+    with pytest.raises(pydantic.ValidationError):
+        UpdateRetried(layer_id="s", scope_key="t", source="tool", keys=())  # type: ignore[call-arg]
+
+    bus = EventBus()
+    for event in (applied, reused, retried):
+        bus.emit(event)
+
+    assert [(r.levelname, r.getMessage()) for r in bus_records(caplog)] == [
+        (
+            "INFO",
+            "update_retried layer_id=s scope_key=t source=tool keys=a call_id=c revision=3",
+        )
+    ]
 
 
 @pytest.mark.asyncio

@@ -15,6 +15,7 @@ from .models import (
     StateDiscarded,
     UpdateApplied,
     UpdateRejected,
+    UpdateRetried,
     ViewTruncated,
 )
 from .models import WriteSource as WriteSource
@@ -26,5 +27,6 @@ __all__ = (
     "StateDiscarded",
     "UpdateApplied",
     "UpdateRejected",
+    "UpdateRetried",
     "ViewTruncated",
 )

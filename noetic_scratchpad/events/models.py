@@ -12,6 +12,7 @@ __all__ = (
     "StateDiscarded",
     "UpdateApplied",
     "UpdateRejected",
+    "UpdateRetried",
     "ViewTruncated",
     "WriteSource",
 )
@@ -43,7 +44,9 @@ class ScratchpadEvent(BaseModel):
 class UpdateApplied(ScratchpadEvent):
     """An update was merged and stored. ``keys`` are the top-level keys it wrote;
     ``revision`` is the scope's revision it made (``None``: not stored, a host that
-    calls ``store`` without ``init``)."""
+    calls ``store`` without ``init``). ``reused_call_id``: ``call_id`` had already been
+    used on this scope for a call with other arguments, so this is a new call under an old
+    id (some runtimes number their calls ``call_0`` in every turn)."""
 
     log_level: ClassVar[str | None] = None  # routine, and on the hot path
 
@@ -51,6 +54,21 @@ class UpdateApplied(ScratchpadEvent):
     source: WriteSource
     keys: tuple[str, ...]
     call_id: str | None = None
+    revision: int | None = None
+    reused_call_id: bool = False
+
+
+class UpdateRetried(ScratchpadEvent):
+    """A call came again with the id and the arguments of one already applied to this
+    scope: a retry. Nothing was written; the caller got the first call's result.
+    ``revision`` is the revision the first call made, ``keys`` the keys it wrote."""
+
+    log_level: ClassVar[str | None] = "info"  # a runtime's retry: worth seeing, no fault
+
+    kind: Literal["update_retried"] = "update_retried"
+    source: WriteSource
+    keys: tuple[str, ...]
+    call_id: str
     revision: int | None = None
 
 

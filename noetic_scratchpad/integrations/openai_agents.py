@@ -191,21 +191,17 @@ class Scratchpad:
         reads, never an exception: an exception would fail the whole run."""
         tool = tool_context.tool_name or self.tool.name  # the name the model called
         call_id = tool_context.tool_call_id
-        handle: ScratchpadHandle | None = None
         try:
             handle, _ = await self._handle_for(tool_context)
             handle.tool_name = tool
+            # The SDK refuses a reused id within a run; across runs on a thread the handle
+            # tells a retry (same id and arguments) from a new call under an old id.
             return await handle.call("update", arguments, call_id=call_id)
         except ScratchpadUpdateError as exc:
             return f"Error: {exc.message}"
         except StorageError as exc:
             logger.warning("scratchpad update %s not confirmed by storage: %s", call_id, exc)
             return _storage_failure_text(tool)
-        finally:
-            if handle is not None:
-                # No store hook runs in this host, so the handled-call record serves
-                # nothing here and would grow for as long as the handle is cached.
-                handle.ctx.handled_call_ids.discard(call_id)
 
     # -- for application code --------------------------------------------------------------
 

@@ -142,14 +142,25 @@ class ScratchpadHandle:
         self, tool: str, args: str | Mapping[str, Any], source: WriteSource, call_id: str | None
     ) -> str:
         """Apply the model's call of ``tool`` (``scratchpad/update``, or ``scratchpad/edit``
-        when the layer offers it); returns the tool output."""
+        when the layer offers it); returns the tool output.
+
+        A repeat of a call applied before (the same ``call_id`` and arguments) is a retry:
+        it writes nothing and returns the first call's output; the same ``call_id`` with
+        other arguments is a new call (see :mod:`.calls`)."""
+        return (await self.run_call(tool, args, source, call_id))[0]
+
+    async def run_call(
+        self, tool: str, args: str | Mapping[str, Any], source: WriteSource, call_id: str | None
+    ) -> tuple[str, bool]:
+        """:meth:`apply_call`, and whether the call wrote (``False``: a retry)."""
         if tool == f"{self._layer_id}/update":
-            return applied_text(await self.apply(args, source=source, call_id=call_id))
+            applied, wrote = await self.apply(args, source=source, call_id=call_id)
+            return applied_text(applied), wrote
         if tool == f"{self._layer_id}/edit" and self._edits:
-            applied = await self.apply(
+            applied, wrote = await self.apply(
                 args, source=source, call_id=call_id, prepare=self._prepare_edit
             )
-            return edited_text(edited_keys(applied["operations"]))
+            return edited_text(edited_keys(applied["operations"])), wrote
         raise KeyError(f"the scratchpad offers no tool {tool!r}")
 
     async def edit(self, operations: Sequence[Mapping[str, Any]]) -> None:
@@ -168,15 +179,16 @@ class ScratchpadHandle:
         call_id: str | None = None,
         expected_revision: int | None = None,
         prepare: Prepare | None = None,
-    ) -> Any:
+    ) -> tuple[Any, bool]:
         """Apply one change through the serialized path, reporting it as an event.
 
         ``prepare(args, tool)`` makes the change (default: ``args`` is an update to merge).
         Returns the change as applied (an update parsed, checked, forbidden keys
-        stripped); ``state`` holds the result, and shares the update's values: treat both
-        as read-only.
+        stripped), and whether it wrote: a repeat of the applied call ``call_id`` is a
+        retry, which writes nothing (see :mod:`.calls`). ``state`` holds the result, and
+        shares the update's values: treat both as read-only.
         """
-        applied, self.state, written, revision = await self._writer.write(
+        applied, state, written, revision, retried = await self._writer.write(
             args,
             source=source,
             call_id=call_id,
@@ -186,10 +198,13 @@ class ScratchpadHandle:
             expected_revision=expected_revision,
             prepare=prepare,
         )
+        if retried:
+            return applied, False
+        self.state = state
         if revision is not None:
             self.revision = revision
         self._remember(written)
-        return applied
+        return applied, True
 
     async def history(self, limit: int = 20) -> list[HistoryEntry]:
         """The scope's ``limit`` newest journaled writes, newest first, each with what it

@@ -159,10 +159,14 @@ class ScratchpadLayer:
         log: Any = None,
         response: LLMResponse | None = None,
     ) -> StoreResult | None:
-        """Apply the ``scratchpad/update`` calls no one has applied yet, in order.
+        """Apply the ``scratchpad/update`` calls in ``new_items``, in order, but those the
+        runtime's tool path runs itself (their ids are in ``ctx.handled_call_ids``).
 
-        Bad calls are dropped with an ``UpdateRejected`` event; this hook never raises for
-        them. Returns the new state, or ``None`` when nothing was applied.
+        A call applied before (the same id and arguments) is a retry: it writes nothing
+        and is reported as an ``UpdateRetried``; an id met again with other arguments is
+        a new call, applied. Bad calls are dropped with an ``UpdateRejected`` event; this
+        hook never raises for them. Returns the new state, or ``None`` when nothing was
+        written.
         """
         if self.config.read_only:
             return None
@@ -178,15 +182,11 @@ class ScratchpadLayer:
         handle = self._handle(ctx, state)
         applied = False
         for call in calls:
-            # Checked per call, not up front: the same id may appear twice in one batch.
-            if call.call_id in ctx.handled_call_ids:
-                continue
-            ctx.handled_call_ids.add(call.call_id)
             try:
-                await handle.apply_call(call.name, call.arguments, "store", call.call_id)
+                _, wrote = await handle.run_call(call.name, call.arguments, "store", call.call_id)
             except (ScratchpadUpdateError, StorageError):
                 continue  # reported as an UpdateRejected event
-            applied = True
+            applied = applied or wrote
         # A copy: the host owns what it gets back, and the handle's state may be the very
         # object a backend stores (the memory backend keeps it without copying).
         return StoreResult(state=copy_state(handle.state)) if applied else None

@@ -9,7 +9,10 @@ store hook, ``handle.update`` from code, ``harness.update_state``):
    backend, under ``write_timeout``; it checks ``expected_revision``, and the journal
    entry (:mod:`.journal`) is written in the same transaction as the state;
 3. an error becomes one ``UpdateRejected`` (:func:`_refusal` maps every error, once), a
-   success one ``UpdateApplied`` with the new revision; the call id is recorded as handled.
+   success one ``UpdateApplied`` with the new revision.
+
+A write with a call id first claims it (:mod:`.calls`): a repeat of a call already applied
+is a retry, which writes nothing and is reported as one ``UpdateRetried``.
 
 Reading a scope's state is :mod:`.load`.
 """
@@ -27,11 +30,12 @@ from ..errors import (
     StorageError,
     StorageOutcomeUnknownError,
 )
-from ..events import UpdateApplied, UpdateRejected, WriteSource
+from ..events import UpdateApplied, UpdateRejected, UpdateRetried, WriteSource
 from ..keys import Scope
 from ..render import contains_float
 from ..storage import ScopedStorage
 from ..storage.base import Commit, Revision
+from .calls import CallClaim, RecentCalls, change_digest, recent_calls
 from .config import STATE_KEY, UPDATE_TOOL, ScratchpadState
 from .journal import entry_of
 from .pipeline import Rewrite, Transition, UpdatePipeline
@@ -66,6 +70,10 @@ class ScopeWriter:
         self.scope_key = scope_key
         self.tool_name = UPDATE_TOOL
         """The update tool's name as the model sees it: refusals tell the model to call it."""
+        # The calls applied lately: the backend's, shared by every handle on the scope
+        # (without storage, this writer's own); the scope is known by its storage prefix.
+        self._calls = RecentCalls() if storage is None else recent_calls(storage.backend)
+        self._scope_id = scope_key if storage is None else storage.prefix
 
     async def write(
         self,
@@ -78,11 +86,12 @@ class ScopeWriter:
         floats: tuple[Any, bool] | None = None,
         expected_revision: int | None = None,
         prepare: Prepare | None = None,
-    ) -> tuple[Any, ScratchpadState, Transition | None, int | None]:
+    ) -> tuple[Any, ScratchpadState, Transition | None, int | None, bool]:
         """Apply one change. Returns it as applied (an update as merged, a rewrite's
         ``applied``), the new state, what the transition learned about that state
-        (``None`` when storage handed back another object) and the new revision
-        (``None`` without storage).
+        (``None`` when storage handed back another object), the new revision (``None``
+        without storage) and whether it was a retry: a repeat of the applied call
+        ``call_id`` (see :mod:`.calls`), which wrote nothing (``current`` is returned).
 
         ``prepare(args, tool)`` turns ``args`` into the change (default: an update to
         merge). ``expected_revision``: refuse with ``ScratchpadConflictError`` unless the
@@ -94,8 +103,15 @@ class ScopeWriter:
         Raises ``ScratchpadUpdateError`` (refused) or ``StorageError`` (not saved, or not
         known to be saved), after its ``UpdateRejected``.
         """
+        claim: CallClaim | None = None
         try:
             change = (prepare or self.pipeline.prepare)(args, self.tool_name)
+            if call_id is not None:
+                claim = await self._calls.claim(self._scope_id, call_id, change_digest(change))
+                if claim.retry:
+                    self._emit_retried(source, call_id, claim)
+                    applied = change.applied if isinstance(change, Rewrite) else change
+                    return applied, current, None, None, True
             attempt = _Attempt(
                 self.pipeline,
                 change,
@@ -115,19 +131,21 @@ class ScopeWriter:
                 )
                 new_state, revision = committed.value, committed.revision
         except BaseException as exc:
+            if claim is not None:
+                claim.fail()  # not applied: a repeat of it must apply it
             error = self._failure(exc, source, call_id)
             if error is None:
                 raise
             raise error from (None if isinstance(exc, _deadline.Expired) else exc)
-        if call_id is not None:
-            self.ctx.handled_call_ids.add(call_id)
         written = attempt.produced
         if written is not None and written.state is not new_state:
             written = None  # storage handed back another object: it knows nothing of it
         applied = change.applied if isinstance(change, Rewrite) else change
         keys = written.keys if written is not None else tuple(applied)
-        self._emit_applied(source, call_id, keys, revision)
-        return applied, new_state, written, revision
+        if claim is not None:
+            claim.finish(keys, revision)
+        self._emit_applied(source, call_id, keys, revision, claim is not None and claim.reused)
+        return applied, new_state, written, revision, False
 
     def _emit_applied(
         self,
@@ -135,6 +153,7 @@ class ScopeWriter:
         call_id: str | None,
         keys: tuple[str, ...],
         revision: int | None,
+        reused_call_id: bool,
     ) -> None:
         self.ctx.events.emit(
             _new_applied(
@@ -147,7 +166,22 @@ class ScopeWriter:
                     "keys": keys,
                     "call_id": call_id,
                     "revision": revision,
+                    "reused_call_id": reused_call_id,
                 }
+            )
+        )
+
+    def _emit_retried(self, source: WriteSource, call_id: str, first: CallClaim) -> None:
+        self.ctx.events.emit(
+            UpdateRetried(
+                layer_id=self.layer_id,
+                scope_key=self.scope_key,
+                scope=self.scope,
+                execution_id=self.ctx.execution_id,
+                source=source,
+                keys=first.keys,
+                call_id=call_id,
+                revision=first.revision,
             )
         )
 

@@ -201,11 +201,12 @@ class Execution:
                 handle.name_tools(sent)
 
     def _claim(self, calls: Sequence[FunctionCall]) -> None:
-        """Claim the calls the tool path will apply before the store hooks see them, so
-        each is applied exactly once."""
-        self.ctx.handled_call_ids.update(
-            call.call_id for call in calls if call.name in self.layer_tools
-        )
+        """Claim this response's calls of the layers' tools before the store hooks see
+        them: the tool path applies them (its events say ``tool``). The claims of earlier
+        responses go: an id met again is the layer's to tell apart (a retry or a new call)."""
+        claimed = self.ctx.handled_call_ids
+        claimed.clear()
+        claimed.update(call.call_id for call in calls if call.name in self.layer_tools)
 
     def _result(
         self, response: LLMResponse, conversation: list[Item], step: int, states: dict[str, Any]

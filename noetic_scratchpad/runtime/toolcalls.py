@@ -67,7 +67,12 @@ def agent_toolset(
 
 
 class ToolCalls:
-    """Executes the tool calls of one model response, in order; each call id runs once.
+    """Executes the tool calls of one model response, in order.
+
+    A call id met again: the layers' tools tell a retry from a new call themselves (see
+    :mod:`noetic_scratchpad.layer.calls`); for the agent's tools, a call repeated in the
+    response with the same arguments is not run again and gets the first output, and with
+    other arguments it is a new call and runs.
 
     A call that cannot run becomes an error output the model can act on, never an
     exception: a refusal says how to fix the call, a storage failure says to try again
@@ -85,17 +90,27 @@ class ToolCalls:
         self._layer_tools = layer_tools
         self._specs = specs
         self._tools = tools
-        self._executed: set[str] = set()
+        # The agent tools' calls run so far in this response: id -> (arguments, output).
+        self._ran: dict[str, tuple[Any, FunctionCallOutput]] = {}
 
     async def run(self, call: FunctionCall) -> FunctionCallOutput:
         """Execute ``call``; its output, or the error output the model reads."""
-        if call.call_id in self._executed:
-            return _error(
-                call,
-                f"Call id {call.call_id!r} was used twice in one response; it ran once. "
-                "Give every call its own id.",
+        if call.name in self._layer_tools:
+            return await self._run(call)
+        arguments = _comparable_arguments(call)
+        first = self._ran.get(call.call_id)
+        if first is not None and first[0] == arguments:
+            logger.info(
+                "tool call repeated; not run again, its first output returned tool=%s call_id=%s",
+                call.name,
+                call.call_id,
             )
-        self._executed.add(call.call_id)
+            return first[1]
+        output = await self._run(call)
+        self._ran[call.call_id] = (arguments, output)
+        return output
+
+    async def _run(self, call: FunctionCall) -> FunctionCallOutput:
         try:
             return await self._dispatch(call)
         except ScratchpadUpdateError as exc:
@@ -152,6 +167,15 @@ def _failed(call: FunctionCall, ctx: ExecutionContext, exc: Exception) -> Functi
         f"{type(exc).__name__}: {exc}",
     )
     return _error(call, f"The tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+
+
+def _comparable_arguments(call: FunctionCall) -> Any:
+    """What makes two calls of one tool the same: the tool and its arguments as parsed
+    (whitespace does not count), or as sent when they do not parse."""
+    try:
+        return call.name, _json.loads_arguments(call.arguments)
+    except _json.ArgumentsError:
+        return call.name, call.arguments
 
 
 def _parse_tool_arguments(call: FunctionCall) -> dict[str, Any] | str:

@@ -11,7 +11,7 @@ import pytest
 from agents import Agent, RunContextWrapper, Runner, set_tracing_disabled
 from agents.strict_schema import ensure_strict_json_schema
 
-from noetic_scratchpad import UpdateApplied, UpdateRejected
+from noetic_scratchpad import UpdateApplied, UpdateRejected, UpdateRetried
 from noetic_scratchpad.integrations.openai_agents import Scratchpad
 from noetic_scratchpad.storage import MemoryStorage
 from noetic_scratchpad.testing import FaultyStorage, capture_events
@@ -244,3 +244,41 @@ async def test_streamed_runs_update_and_show_the_scratchpad() -> None:
     assert result.final_output == "Streaming."
     assert [call.streamed for call in model.calls] == [True, True]
     assert block_of(model.calls[1].system_instructions) == {"currentGoal": "Stream it"}
+
+
+@pytest.mark.asyncio
+async def test_a_call_id_reused_in_a_later_run_is_a_new_call_or_a_retry() -> None:
+    """Issue 23, item 4: some runtimes number their calls ``call_0`` in every turn. The SDK
+    refuses a reused id within one run itself, so the ids meet again across runs on one
+    thread: the second run's ``call_0`` with other arguments is applied (its event notes
+    the reused id); the third's, repeating the second's arguments, is a retry: nothing
+    written, the first result returned."""
+    notes = Scratchpad(storage=MemoryStorage())
+    runs = [
+        {"goal": "fix login"},
+        {"blockers": ["no staging"]},
+        {"blockers": ["no staging"]},
+    ]
+    models = [
+        ScriptedAgentsModel([[tool_call("call_0", **run)], [reply("Noted.")]]) for run in runs
+    ]
+    with capture_events(notes.events) as events:
+        for model in models:
+            await Runner.run(agent_for(notes, model), "Go.", context={"thread_id": "t1"})
+
+    assert block_of(models[2].calls[1].system_instructions) == {
+        "goal": "fix login",
+        "blockers": ["no staging"],
+    }
+    assert [model.calls[1].outputs()["call_0"] for model in models] == [
+        "Scratchpad updated (goal).",
+        "Scratchpad updated (blockers).",
+        "Scratchpad updated (blockers).",
+    ]
+    applied = [event for event in events if isinstance(event, UpdateApplied)]
+    assert [(e.keys, e.reused_call_id, e.revision) for e in applied] == [
+        (("goal",), False, 1),
+        (("blockers",), True, 2),
+    ]
+    retried = [event for event in events if isinstance(event, UpdateRetried)]
+    assert [(e.call_id, e.revision) for e in retried] == [("call_0", 2)]

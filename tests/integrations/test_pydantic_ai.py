@@ -39,6 +39,7 @@ from noetic_scratchpad import (
     ScratchpadConfigError,
     UpdateApplied,
     UpdateRejected,
+    UpdateRetried,
     open_storage,
     scratchpad,
 )
@@ -629,3 +630,43 @@ async def test_importing_without_pydantic_ai_says_which_extra_to_install(
 ) -> None:
     with pytest.raises(ImportError, match='pip install "noetic-scratchpad\\[pydantic-ai\\]"'):
         reimport(monkeypatch, "pydantic_ai")
+
+
+async def test_a_call_id_reused_in_a_later_turn_is_a_new_call_or_a_retry(
+    notes: ScratchpadCapability,
+) -> None:
+    """Issue 23, item 4: some runtimes number their calls ``call_0`` in every turn. The
+    second turn's ``call_0`` with other arguments is applied (its event notes the reused
+    id); the third's, repeating the second's arguments, is a retry: nothing written, the
+    first result returned. A later run (a new handle) still knows the call."""
+    script = Script(
+        [
+            [update("call_0", currentGoal="Ship v2")],
+            [update("call_0", blockers=["CI is red"])],
+            [update("call_0", blockers=["CI is red"])],
+            [TextPart("Noted.")],
+        ]
+    )
+    agent = Agent(script.model(), instructions=BASE, capabilities=[notes])
+
+    with capture_events(notes.events) as events:
+        await agent.run("Ship it.", conversation_id="t1")
+        handle = await notes.open(thread_id="t1")
+        again = await handle.call("update", {"blockers": ["CI is red"]}, call_id="call_0")
+
+    assert await stored(notes, "t1") == {"currentGoal": "Ship v2", "blockers": ["CI is red"]}
+    assert [tool_results(request) for request in script.requests[1:]] == [
+        [("success", "Scratchpad updated (currentGoal).")],
+        [("success", "Scratchpad updated (blockers).")],
+        [("success", "Scratchpad updated (blockers).")],
+    ]
+    assert again == "Scratchpad updated (blockers)."
+    applied = events.of(UpdateApplied)
+    assert [(e.keys, e.reused_call_id, e.revision) for e in applied] == [
+        (("currentGoal",), False, 1),
+        (("blockers",), True, 2),
+    ]
+    assert [(e.call_id, e.revision) for e in events.of(UpdateRetried)] == [
+        ("call_0", 2),
+        ("call_0", 2),
+    ]
