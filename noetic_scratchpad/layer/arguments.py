@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .. import _json
@@ -18,6 +19,7 @@ __all__ = (
     "edited_text",
     "fix_hint",
     "json_kind",
+    "key_list",
     "parse_arguments",
     "reject_constant",
 )
@@ -62,13 +64,27 @@ def parse_arguments(arguments: str | Mapping[str, Any], tool: str = UPDATE_TOOL)
 
 def applied_text(update: Mapping[str, Any]) -> str:
     """The tool output for an applied update: which keys it wrote."""
-    keys = ", ".join(update) or "nothing"
-    return f"Scratchpad updated ({keys})."
+    return f"Scratchpad updated ({key_list(update)})."
 
 
 def edited_text(keys: Sequence[str]) -> str:
     """The tool output for an applied edit: which top-level keys it changed."""
-    return f"Scratchpad edited ({', '.join(keys) or 'nothing'})."
+    return f"Scratchpad edited ({key_list(keys)})."
+
+
+def key_list(keys: Iterable[str]) -> str:
+    """Keys as the model reads them: ``goal, steps``, ``nothing`` for none. A key that
+    would not read as a name (``""``, a comma, spaces at its ends) is a JSON string."""
+    return ", ".join(map(_key_name, keys)) or "nothing"
+
+
+def _key_name(key: str) -> str:
+    plain = key and key == key.strip() and key.isprintable() and not _PUNCTUATION & set(key)
+    return key if plain else json.dumps(key, ensure_ascii=False)
+
+
+#: Characters that would blur where a key in :func:`key_list` starts or ends.
+_PUNCTUATION = frozenset(',()"')
 
 
 def describe_errors(errors: Sequence[dict[str, Any]], limit: int = 5) -> str:

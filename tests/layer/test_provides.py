@@ -236,3 +236,27 @@ async def test_execute_checks_the_schema() -> None:
     with pytest.raises(ScratchpadValidationError):
         await function.execute({"count": [1]}, {}, ExecutionContext(thread_id="t"))
 
+
+async def test_the_answer_names_an_empty_key_it_wrote(bind: Bind) -> None:
+    """Issue 23, item 12: an update of the key "" was written but answered "Scratchpad
+    updated (nothing)". The answer names every key written; one that would not read as a
+    name (empty, a comma, spaces at its ends) is shown as a JSON string."""
+    scope = await bind(scratchpad())
+
+    assert await scope.handle.call("update", '{"": 1}', call_id="c1") == (
+        'Scratchpad updated ("").'
+    )
+    assert await scope.handle.call("update", '{"goal": 1, "a, b": 2, " x": 3}') == (
+        'Scratchpad updated (goal, "a, b", " x").'
+    )
+    assert await scope.stored() == {"": 1, "goal": 1, "a, b": 2, " x": 3}
+
+
+async def test_the_answer_names_an_empty_key_it_edited(bind: Bind) -> None:
+    scope = await bind(scratchpad(edit_tool=True))
+    operation = {"op": "set", "path": [""], "value_json": "1", "values_json": None, "index": None}
+
+    assert await scope.handle.call("edit", {"operations": [operation]}) == (
+        'Scratchpad edited ("").'
+    )
+    assert await scope.stored() == {"": 1}
