@@ -66,7 +66,25 @@ def add_mcp(
     mcp.add_argument(
         "--resource", metavar="ID", help="with --scope resource: the resource a call names none of"
     )
+    mcp.add_argument(
+        "--max-message-bytes",
+        type=message_bytes,
+        metavar="N",
+        help="the largest message the client may send, in bytes (default: 4194304, 4 MiB); "
+        "a longer one is refused with an error and the server reads on",
+    )
     mcp.set_defaults(handler=cmd_mcp)
+
+
+def message_bytes(text: str) -> int:
+    """``--max-message-bytes``: a whole number of bytes, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"give a whole number of bytes, 1 or more, not {text!r}")
+    return value
 
 
 async def cmd_mcp(args: argparse.Namespace) -> int:
@@ -84,12 +102,15 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     except (SchemaImportError, ScratchpadConfigError) as exc:
         return usage_error(f"--schema {args.schema}: {exc}")
     try:  # after the checks: the SDK takes a while to import
-        from ..integrations.mcp import serve_stdio
+        from ..integrations.mcp import DEFAULT_MAX_MESSAGE_BYTES, serve_stdio
     except ImportError as exc:
         raise CliError(str(exc)) from None
     url = storage_url(args)
     logger.info("mcp server on %s, %s scope", redact_url(url), args.scope)
-    await until_terminated(lambda: serve_stdio(url, layer=layer, default_id=default_id))
+    limit = args.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
+    await until_terminated(
+        lambda: serve_stdio(url, layer=layer, default_id=default_id, max_message_bytes=limit)
+    )
     return 0
 
 

@@ -20,7 +20,13 @@ from mcp.types import CallToolResult, TextContent, TextResourceContents
 from pydantic import BaseModel, ConfigDict
 
 from noetic_scratchpad import EventBus, UpdateApplied, UpdateRejected, open_storage, scratchpad
-from noetic_scratchpad.integrations.mcp import READ_TOOL, UPDATE_TOOL, create_server
+from noetic_scratchpad.integrations.mcp import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    READ_TOOL,
+    UPDATE_TOOL,
+    create_server,
+    serve_stdio,
+)
 from noetic_scratchpad.layer import ScratchpadLayer
 from noetic_scratchpad.storage import MemoryStorage, StorageBackend
 from noetic_scratchpad.testing import FaultyStorage, capture_events
@@ -301,6 +307,13 @@ def test_the_cli_without_mcp_names_the_extra_and_its_other_commands_work(tmp_pat
     assert version.stdout.startswith("noetic-scratchpad ")
 
 
+@pytest.mark.parametrize("limit", [0, -5, 2.5])
+async def test_serve_stdio_refuses_a_message_limit_that_cannot_work(limit: Any) -> None:
+    storage = MemoryStorage()
+    with pytest.raises(ValueError, match="max_message_bytes must be a whole number of bytes"):
+        await serve_stdio(storage, max_message_bytes=limit)
+
+
 # -- over stdio, end to end --------------------------------------------------------------
 
 SCHEMA_MODULE = """
@@ -484,6 +497,55 @@ async def test_stdout_carries_only_json_rpc_messages(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+async def test_a_message_over_the_limit_is_refused_and_the_next_one_is_answered(
+    tmp_path: Path,
+) -> None:
+    db, limit = tmp_path / "scratchpad.db", 2000
+    async with raw_server(tmp_path, *server_args(db, "--max-message-bytes", str(limit))) as server:
+        big = {"update": {"goal": "x" * 50_000}}
+        call = {"jsonrpc": "2.0", "id": "big-1", "method": "tools/call"}
+        await server.send({**call, "params": {"name": UPDATE_TOOL, "arguments": big}})
+        refused = json.loads(await server.read_line())  # answered before the next request
+        answered = await server.request(
+            "tools/call", {"name": UPDATE_TOOL, "arguments": {"update": {"goal": "small"}}}
+        )
+        assert server.process.stdin is not None
+        # A line over the limit with no id to answer: logged, and the stream goes on.
+        await server.process.stdin.send(b"x" * 100_000 + b"\n")
+        after_garbage = await server.request("tools/call", {"name": READ_TOOL, "arguments": {}})
+        await server.process.stdin.aclose()
+        await server.rest()
+        with anyio.fail_after(20):
+            code = await server.process.wait()
+        assert server.process.stderr is not None
+        stderr = (await server.process.stderr.receive(1 << 20)).decode()
+
+    assert refused["id"] == "big-1"
+    assert refused["error"]["code"] == -32600
+    assert "Message too large" in refused["error"]["message"]
+    assert "--max-message-bytes" in refused["error"]["message"]
+    assert refused["error"]["data"]["limit"] == limit
+    assert refused["error"]["data"]["size"] > 50_000
+    assert answered["result"]["isError"] is False
+    assert '"goal": "small"' in after_garbage["result"]["content"][0]["text"]
+    assert code == 0, stderr
+    assert "refused request 'big-1'" in stderr
+    assert "no request id could be read" in stderr
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.slow
+async def test_the_command_refuses_a_message_over_the_default_limit(tmp_path: Path) -> None:
+    async with raw_server(tmp_path, *server_args(tmp_path / "scratchpad.db")) as server:
+        update = {"update": {"goal": "x" * DEFAULT_MAX_MESSAGE_BYTES}}
+        refused = await server.request("tools/call", {"name": UPDATE_TOOL, "arguments": update})
+        answered = await server.request("tools/call", {"name": READ_TOOL, "arguments": {}})
+    assert refused["error"]["code"] == -32600
+    assert refused["error"]["data"]["limit"] == DEFAULT_MAX_MESSAGE_BYTES
+    assert "is empty" in answered["result"]["content"][0]["text"]
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="no SIGTERM on Windows")
 async def test_sigterm_stops_the_server_and_closes_storage(tmp_path: Path) -> None:
     db = tmp_path / "scratchpad.db"
@@ -515,6 +577,8 @@ async def test_sigterm_stops_the_server_and_closes_storage(tmp_path: Path) -> No
         (["--scope", "resource", "--thread", "t"], "--thread does not apply to --scope resource"),
         (["--resource", "u1"], "--resource does not apply to --scope thread; use --thread"),
         (["--thread", ""], "--thread: a thread id must be a non-empty string"),
+        (["--max-message-bytes", "0"], "--max-message-bytes: give a whole number of bytes"),
+        (["--max-message-bytes", "1e6"], "--max-message-bytes: give a whole number of bytes"),
     ],
 )
 def test_bad_options_are_usage_errors_before_anything_is_served(
@@ -533,8 +597,10 @@ def test_bad_options_are_usage_errors_before_anything_is_served(
 def test_the_help_documents_the_command(tmp_path: Path) -> None:
     result = run_python("-m", "noetic_scratchpad", "mcp", "--help", cwd=tmp_path)
     assert result.returncode == 0
-    for option in ("--storage", "--schema", "--scope", "--thread", "--resource"):
+    options = ("--storage", "--schema", "--scope", "--thread", "--resource", "--max-message-bytes")
+    for option in options:
         assert option in result.stdout
+    assert f"(default: {DEFAULT_MAX_MESSAGE_BYTES}," in " ".join(result.stdout.split())
     assert "scratchpad://thread/{thread}" in result.stdout
 
 

@@ -11,12 +11,15 @@ The command ``noetic-scratchpad mcp --storage URL`` runs ``serve_stdio``. Every 
 a read-modify-write of the latest stored state (``ScratchpadHandle.call``), so clients of
 one server, or servers sharing one SQLite file, never lose each other's writes.
 
-Modules: ``server`` (the tools, the resources, the low-level server) and ``stdio``.
+Modules: ``server`` (the tools, the resources, the low-level server), ``stdio``, and what
+it reads stdin with: ``lines`` (linear, size-limited) and ``oversize`` (refusing a message
+over the limit).
 """
 
 from __future__ import annotations
 
 try:
+    from .lines import DEFAULT_MAX_MESSAGE_BYTES
     from .server import READ_TOOL, UPDATE_TOOL, ScratchpadMCP, create_server
     from .stdio import serve_stdio
 except ImportError as exc:
@@ -28,4 +31,11 @@ except ImportError as exc:
         name=exc.name,
     ) from exc
 
-__all__ = ("READ_TOOL", "UPDATE_TOOL", "ScratchpadMCP", "create_server", "serve_stdio")
+__all__ = (
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "READ_TOOL",
+    "UPDATE_TOOL",
+    "ScratchpadMCP",
+    "create_server",
+    "serve_stdio",
+)

@@ -3,12 +3,10 @@ closed around it."""
 
 from __future__ import annotations
 
-import codecs
 import logging
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator
 from typing import cast
 
 import anyio
@@ -17,6 +15,8 @@ from mcp.server.stdio import stdio_server
 from ...events import EventBus
 from ...layer import ScratchpadLayer
 from ...storage import StorageBackend, open_storage
+from .lines import DEFAULT_MAX_MESSAGE_BYTES, OnOversized, PipeLines, check_max_message_bytes
+from .oversize import OversizeRefusals
 from .server import create_server
 
 __all__ = ("cancellable_stdin", "serve_stdio")
@@ -31,17 +31,27 @@ async def serve_stdio(
     layer: ScratchpadLayer | None = None,
     default_id: str = "default",
     events: EventBus | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> None:
     """Serve MCP on this process's stdin and stdout until the client closes stdin.
 
     ``storage``: a URL, opened here and closed on the way out (also when cancelled), or a
     backend, which stays the caller's. While serving, the SDK points file descriptor 1 at
     stderr, so stray output cannot corrupt the protocol.
+
+    ``max_message_bytes``: the longest message (one line of stdin) the server reads. A
+    longer one is discarded as it arrives, never held whole: a request is answered with a
+    JSON-RPC error (``-32600``) when its id can be read from its first bytes, anything else
+    is logged, and the messages after it are served.
     """
+    check_max_message_bytes(max_message_bytes)
     backend = await open_storage(storage) if isinstance(storage, str) else storage
     try:
         server = create_server(layer, backend, default_id=default_id, events=events)
-        async with stdio_server(stdin=cancellable_stdin()) as (read_stream, write_stream):
+        refusals = OversizeRefusals(max_message_bytes)
+        stdin = cancellable_stdin(max_message_bytes, refusals)
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+            refusals.attach(write_stream)
             logger.info("serving the scratchpad over stdio")
             await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
@@ -54,9 +64,12 @@ async def serve_stdio(
                 logger.warning("storage did not close within %s seconds", CLOSE_TIMEOUT)
 
 
-def cancellable_stdin() -> anyio.AsyncFile[str] | None:
-    """Stdin's lines, read when the pipe is readable; ``None`` (the SDK's own reader) on
-    Windows or when stdin is not a pipe, socket or terminal.
+def cancellable_stdin(
+    max_message_bytes: int, on_oversized: OnOversized
+) -> anyio.AsyncFile[str] | None:
+    """Stdin's lines, read when the pipe is readable, those over ``max_message_bytes``
+    handed to ``on_oversized``; ``None`` (the SDK's own reader, without a size limit) on
+    Windows or when stdin is not a pipe, socket, terminal or file.
 
     The SDK reads stdin in a worker thread, which a cancellation cannot stop: a server told
     to stop (SIGTERM, Ctrl-C) would wait for the client's next message before it could
@@ -69,29 +82,9 @@ def cancellable_stdin() -> anyio.AsyncFile[str] | None:
         mode = os.fstat(fd).st_mode
     except (AttributeError, OSError, ValueError):
         return None
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
-        return None  # a regular file cannot be polled
+    pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+    if not (pollable or stat.S_ISREG(mode)):
+        return None
+    lines = PipeLines(fd, max_bytes=max_message_bytes, on_oversized=on_oversized, pollable=pollable)
     # The SDK only iterates the lines (``async for line in stdin``).
-    return cast("anyio.AsyncFile[str]", _PipeLines(fd))
-
-
-class _PipeLines:
-    """The UTF-8 lines of a pollable file descriptor, each with its newline, as an async
-    iterator; the last line may lack one."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    async def __aiter__(self) -> AsyncIterator[str]:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pending = ""
-        while True:
-            await anyio.wait_readable(self._fd)
-            chunk = os.read(self._fd, 65536)  # readable: returns at once
-            *lines, pending = (pending + decoder.decode(chunk, final=not chunk)).split("\n")
-            for line in lines:
-                yield line + "\n"
-            if not chunk:
-                if pending:
-                    yield pending
-                return
+    return cast("anyio.AsyncFile[str]", lines)
