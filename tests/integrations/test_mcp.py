@@ -438,6 +438,16 @@ class RawServer:
         self.lines.append(line.decode())
         return line.decode()
 
+    async def close_stdin(self) -> tuple[int, str]:
+        """Close stdin, as a client that is done does: the exit code and the stderr."""
+        assert self.process.stdin is not None
+        await self.process.stdin.aclose()
+        await self.rest()
+        with anyio.fail_after(20):
+            code = await self.process.wait()
+        assert self.process.stderr is not None
+        return code, (await self.process.stderr.receive(1 << 20)).decode()
+
     async def rest(self) -> None:
         """Keep everything the server writes until it closes stdout."""
         assert self.process.stdout is not None
@@ -479,13 +489,7 @@ async def test_stdout_carries_only_json_rpc_messages(tmp_path: Path) -> None:
         results = [await server.request("tools/call", call) for call in calls]
         await server.request("resources/read", {"uri": "scratchpad://thread/default"})
         await server.request("resources/read", {"uri": "file:///etc/passwd"})
-        assert server.process.stdin is not None
-        await server.process.stdin.aclose()
-        await server.rest()
-        with anyio.fail_after(20):
-            code = await server.process.wait()
-        assert server.process.stderr is not None
-        stderr = (await server.process.stderr.receive(1 << 20)).decode()
+        code, stderr = await server.close_stdin()
 
     assert code == 0, stderr
     assert [r["result"]["isError"] for r in results] == [False, True, True, False]
@@ -513,12 +517,7 @@ async def test_a_message_over_the_limit_is_refused_and_the_next_one_is_answered(
         # A line over the limit with no id to answer: logged, and the stream goes on.
         await server.process.stdin.send(b"x" * 100_000 + b"\n")
         after_garbage = await server.request("tools/call", {"name": READ_TOOL, "arguments": {}})
-        await server.process.stdin.aclose()
-        await server.rest()
-        with anyio.fail_after(20):
-            code = await server.process.wait()
-        assert server.process.stderr is not None
-        stderr = (await server.process.stderr.receive(1 << 20)).decode()
+        code, stderr = await server.close_stdin()
 
     assert refused["id"] == "big-1"
     assert refused["error"]["code"] == -32600
