@@ -6,10 +6,13 @@
     ├── ScratchpadConfigError            a developer's mistake, raised at construction
     ├── ScratchpadUpdateError            an update was refused; nothing was written
     │   ├── ScratchpadValidationError    the merged state fails the schema (reason "schema")
-    │   └── ScratchpadReadOnlyError      the scratchpad is read-only (reason "read_only")
+    │   ├── ScratchpadReadOnlyError      the scratchpad is read-only (reason "read_only")
+    │   └── ScratchpadCorruptStateError  the stored state cannot be read (reason "corrupt";
+    │                                    also a StorageCorruptError)
     ├── StorageError                     the backend failed; the prior state is intact
     │   ├── StorageConfigError           a bad storage URL, path or missing extra
     │   ├── StorageBusyError             the database stayed locked past the busy timeout
+    │   ├── StorageCorruptError          a stored value cannot be read back: reset its key
     │   └── StorageOutcomeUnknownError   contact was lost during a commit: it may have landed
     ├── MaxStepsExceededError            a run hit its step limit
     └── ScriptExhaustedError             a ScriptedModel was asked for more turns than it has
@@ -27,6 +30,7 @@ __all__ = (
     "MaxStepsExceededError",
     "ScratchpadConfigError",
     "ScratchpadConflictError",
+    "ScratchpadCorruptStateError",
     "ScratchpadError",
     "ScratchpadHistoryError",
     "ScratchpadReadOnlyError",
@@ -35,6 +39,7 @@ __all__ = (
     "ScriptExhaustedError",
     "StorageBusyError",
     "StorageConfigError",
+    "StorageCorruptError",
     "StorageError",
     "StorageOutcomeUnknownError",
 )
@@ -115,6 +120,33 @@ class StorageConfigError(StorageError, ValueError):
 
 class StorageBusyError(StorageError):
     """The database stayed locked by another writer past the busy timeout and retries."""
+
+
+class StorageCorruptError(StorageError):
+    """A stored value cannot be read back: it is not UTF-8, not JSON, or nested deeper
+    than the parser goes, so another program wrote it or it was damaged. Unlike the other
+    storage errors this is permanent: retrying cannot help. Only that key is affected;
+    deleting it (for a scratchpad: resetting its scope) clears it, which needs no read of
+    the value."""
+
+    @classmethod
+    def unreadable(cls, where: str, cause: BaseException) -> StorageCorruptError:
+        """The error for the value ``where`` names, which failed to parse with ``cause``."""
+        return cls(
+            f"{where} cannot be read: it is not JSON text this library can parse "
+            f"({type(cause).__name__}: {cause}), so another program wrote it or it was "
+            "damaged; retrying will not help. Delete or overwrite that key (for a scratchpad: "
+            "reset its scope); other keys are unaffected"
+        )
+
+
+class ScratchpadCorruptStateError(ScratchpadUpdateError, StorageCorruptError):
+    """An update was refused because the scope's stored state cannot be read (the
+    :class:`StorageCorruptError` is its cause): nothing was written, and no retry will be,
+    until the scope is reset. Both a refused update, so a model is told (not to retry), and
+    a storage error, so code catching either gets it."""
+
+    reason = "corrupt"
 
 
 class StorageOutcomeUnknownError(StorageError):

@@ -30,7 +30,8 @@ _PROBLEMS = {
     401: "No token, or a wrong one",
     404: "No such scope, or nothing stored for it",
     405: "Method not allowed",
-    409: "The scratchpad is read-only, or the revision cannot be restored",
+    409: "The scratchpad is read-only, the revision cannot be restored, or the stored state "
+    "cannot be read (reset the scope)",
     412: "If-Match does not name the stored state",
     413: "The body is larger than the server accepts",
     415: "The body is not JSON",
@@ -112,7 +113,7 @@ def _scope_operations(kind: str, token: bool) -> dict[str, Any]:
             f"Read a {kind} scope's stored state and revision",
             token,
             {200: _scope("The stored state")},
-            [400, 404, 503],
+            [400, 404, 409, 503],
         ),
         "patch": patch,
         "delete": _operation(
@@ -129,7 +130,7 @@ def _history_operation(kind: str, token: bool) -> dict[str, Any]:
         f"A {kind} scope's journaled writes, newest first, each with its diff",
         token,
         {200: _json({"$ref": "#/components/schemas/History"})},
-        [400, 404, 503],
+        [400, 404, 409, 503],
     )
     operation["parameters"] = [
         {"$ref": "#/components/parameters/scope_id"},

@@ -23,6 +23,7 @@ from ..errors import (
     ScratchpadReadOnlyError,
     ScratchpadUpdateError,
     ScratchpadValidationError,
+    StorageCorruptError,
     StorageError,
     StorageOutcomeUnknownError,
 )
@@ -147,6 +148,8 @@ def update_problem(exc: ScratchpadUpdateError, tool: str) -> Problem:
             kind="read-only",
             reason=exc.reason,
         )
+    if isinstance(exc, StorageCorruptError):  # a ScratchpadCorruptStateError
+        return storage_problem(exc)
     if isinstance(exc, ScratchpadValidationError):
         fields = ", ".join(_loc(error) for error in exc.errors) or "the state"
         return Problem(
@@ -178,7 +181,8 @@ def update_problem(exc: ScratchpadUpdateError, tool: str) -> Problem:
 
 @contextmanager
 def storage_errors() -> Iterator[None]:
-    """Turn a failing backend inside the block into a 503 problem (problems pass)."""
+    """Turn a failing backend inside the block into a 503 problem, or a 409 for a stored
+    value that cannot be read (problems pass)."""
     try:
         yield
     except (Problem, ScratchpadUpdateError):
@@ -188,7 +192,20 @@ def storage_errors() -> Iterator[None]:
 
 
 def storage_problem(exc: Exception) -> Problem:
-    """A failing backend: 503, retryable. Details go to the log, not to the client."""
+    """A failing backend: 503, retryable; a stored value that cannot be read: 409, until
+    the scope is reset. Details go to the log, not to the client."""
+    if isinstance(exc, StorageCorruptError):
+        logger.error("a stored value cannot be read while serving a request: %s", exc)
+        return Problem(
+            409,
+            "The stored state cannot be read",
+            "The value stored for this scope is not JSON this server can read (another "
+            "program wrote it, or it was damaged), so the scope can be neither read nor "
+            "updated; nothing was changed, and retrying will not help. Reset the scope with "
+            "DELETE (its state and history are lost), or repair the row; the server's log "
+            "has the details.",
+            kind="storage-corrupt",
+        )
     if isinstance(exc, TimeoutError):
         exc = StorageError("storage did not answer within the layer's read_timeout")
     logger.warning("storage failed while serving a request: %s: %s", type(exc).__name__, exc)

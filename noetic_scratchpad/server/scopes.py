@@ -178,10 +178,11 @@ class ScopeRoutes:
         return await self.revisions.revert(request, target, handle)
 
     async def reset(self, request: Request, target: Target) -> Response:
-        """Delete the scope's state; 404 when nothing is stored."""
+        """Delete the scope's state; 404 when nothing is stored. The state is not read, so
+        a scope whose stored value cannot be read can still be reset."""
         backend = self.ctx.storage()
         with storage_errors(), anyio.fail_after(self.ctx.read_timeout(target.kind)):
-            if await backend.get(target.key) is None:
+            if target.key not in await backend.list(target.key):
                 raise not_stored(target)
             await backend.delete(target.key)
         return Response(status_code=204)

@@ -209,7 +209,7 @@ async def test_read_only_layer_refuses_updates_with_409() -> None:
 async def test_failing_storage_is_a_503_not_a_500() -> None:
     inner = await open_storage("memory://")
     faulty = FaultyStorage(
-        inner, fail_on=("get", "get_revision", "update", "commit", "describe", "delete")
+        inner, fail_on=("get", "get_revision", "update", "commit", "describe", "delete", "list")
     )
     pad = create_app(faulty)
     async with api_client(pad) as client:

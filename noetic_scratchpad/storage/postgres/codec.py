@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
 from ... import _json
+from ...errors import StorageCorruptError
 
 __all__ = (
     "decode_jsonb",
@@ -55,7 +56,13 @@ def encode_jsonb(value: Any) -> bytes:
 
 
 def decode_jsonb(data: bytes) -> Any:
-    return decode_text(data[1:])
+    """A jsonb value as read; :class:`StorageCorruptError` for one that cannot be parsed
+    (jsonb holds only JSON, but deeper than the parser goes: a permanent fault of the row,
+    not an outage)."""
+    try:
+        return decode_text(data[1:])
+    except (ValueError, RecursionError) as exc:
+        raise StorageCorruptError.unreadable("a value stored in PostgreSQL", exc) from None
 
 
 def decode_text(text: bytes) -> Any:

@@ -20,7 +20,7 @@ import sqlite3
 from typing import Any
 
 from ... import _json
-from ...errors import StorageConfigError, StorageError
+from ...errors import StorageConfigError, StorageCorruptError
 from .._prefix import prefix_upper_bound
 from ..base import JsonValue
 
@@ -131,15 +131,13 @@ def _prefix_range(prefix: str) -> tuple[str, list[str]]:
 
 
 def decode_row(path: str, key: str, data: bytes) -> JsonValue:
-    """The value of a row read as bytes; a clear error for a bad row."""
+    """The value of a row read as bytes; :class:`StorageCorruptError` for a row that
+    cannot be (a permanent fault of that key, not an outage)."""
     try:
         return _json.loads(data.decode())
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise StorageError(
-            f"the value stored at {key!r} in {path} is not JSON text ({exc}); it was not "
-            "written by this library. Delete or overwrite that key (for a scratchpad: "
-            "noetic-scratchpad reset); other keys are unaffected"
-        ) from None
+        where = f"the value stored at {key!r} in {path}"
+        raise StorageCorruptError.unreadable(where, exc) from None
 
 
 # -- creating and upgrading ---------------------------------------------------------------
