@@ -33,6 +33,8 @@ FIX_HINTS = {
     "too_large": "Condense the scratchpad: replace long lists or notes with a short summary "
     "(writing a key replaces its value) and try again.",
     "read_only": "This scratchpad is read-only; do not try to update it.",
+    "corrupt": "Do not call {tool} again: carry on with the task without it. The operator "
+    "has been told, and must reset the scratchpad.",
 }
 
 

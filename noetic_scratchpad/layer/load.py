@@ -6,11 +6,13 @@ fits by the initial state, with a ``StateDiscarded`` event.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .. import _deadline
 from ..context import ExecutionContext
-from ..errors import StorageError
+from ..errors import StorageCorruptError, StorageError
 from ..events import StateDiscarded
 from ..storage import ScopedStorage
 from .config import STATE_KEY, ScratchpadState
@@ -38,8 +40,8 @@ async def load(
     layer_id: str,
 ) -> Loaded:
     """Read the scope's state, waiting at most ``read_timeout``; raises ``StorageError``
-    past it. A stored state that cannot be used is reported (``StateDiscarded``) and
-    replaced by the initial state."""
+    past it. A stored state that cannot be used, or cannot be read back, is reported
+    (``StateDiscarded``) and replaced by the initial state."""
     timeout = pipeline.config.read_timeout
     try:
         found = await _deadline.wait_for(timeout, storage.get_revision(STATE_KEY))
@@ -49,6 +51,10 @@ async def load(
             f"{timeout:g} s (read_timeout); nothing was changed. Check that the storage "
             "answers, then retry, or raise read_timeout"
         ) from None
+    except StorageCorruptError as exc:
+        # Writes to the scope are refused until it is reset: they cannot read it either.
+        _discarded(ctx, storage, layer_id, f"stored state cannot be read: {exc}", [])
+        return Loaded(pipeline.initial_state(), False)
     if found is None:
         return Loaded(pipeline.initial_state(), False)
     stored, revision = found.value, found.revision
@@ -56,6 +62,17 @@ async def load(
     if problem is None:
         return Loaded(stored, True, revision)
     reason, errors = problem
+    _discarded(ctx, storage, layer_id, reason, errors)
+    return Loaded(pipeline.initial_state(), False, revision)
+
+
+def _discarded(
+    ctx: ExecutionContext,
+    storage: ScopedStorage,
+    layer_id: str,
+    reason: str,
+    errors: Sequence[dict[str, Any]],
+) -> None:
     ctx.events.emit(
         StateDiscarded(
             layer_id=layer_id,
@@ -66,4 +83,3 @@ async def load(
             errors=tuple(errors),
         )
     )
-    return Loaded(pipeline.initial_state(), False, revision)

@@ -26,7 +26,9 @@ from .. import _deadline
 from ..context import ExecutionContext
 from ..errors import (
     ScratchpadConflictError,
+    ScratchpadCorruptStateError,
     ScratchpadUpdateError,
+    StorageCorruptError,
     StorageError,
     StorageOutcomeUnknownError,
 )
@@ -35,6 +37,7 @@ from ..keys import Scope
 from ..render import contains_float
 from ..storage import ScopedStorage
 from ..storage.base import Commit, Revision
+from .arguments import fix_hint
 from .calls import CallClaim, RecentCalls, change_digest, recent_calls
 from .config import STATE_KEY, UPDATE_TOOL, ScratchpadState
 from .journal import entry_of
@@ -191,11 +194,14 @@ class ScopeWriter:
         """Report a failed write (``UpdateRejected``); the error its caller gets instead of
         ``exc``, or ``None`` to let ``exc`` through (a refusal, a storage error, or a
         cancellation, which is the caller's own doing and reports nothing)."""
-        refusal = _refusal(exc, self.pipeline.config.write_timeout)
+        refusal = _refusal(exc, self.pipeline.config.write_timeout, self.tool_name)
         if refusal is None:
             return None
         reason, message, errors = refusal
         self._emit_rejected(source, call_id, reason, message, errors)
+        if isinstance(exc, StorageCorruptError) and not isinstance(exc, ScratchpadUpdateError):
+            # A refusal too, so that every host tells the model (not to retry).
+            return ScratchpadCorruptStateError(message)
         if isinstance(exc, ScratchpadUpdateError | StorageError):
             return None
         if isinstance(exc, _deadline.Expired):  # cut off: it may have landed or not
@@ -318,13 +324,21 @@ def conflict(expected: int, actual: int) -> ScratchpadConflictError:
 
 
 def _refusal(
-    exc: BaseException, timeout: float | None
+    exc: BaseException, timeout: float | None, tool: str
 ) -> tuple[str, str, Sequence[dict[str, Any]]] | None:
     """The one mapping of a failed write to (reason, message, errors); ``None`` for a
     cancellation or anything else that is not a failure of the write. ``timeout``: the
-    write deadline, which :class:`~.._deadline.Expired` says passed."""
+    write deadline, which :class:`~.._deadline.Expired` says passed; ``tool``: the update
+    tool as the model sees it."""
     if isinstance(exc, ScratchpadUpdateError):
         return exc.reason, exc.message, exc.errors
+    if isinstance(exc, StorageCorruptError):  # permanent: before the retryable failures
+        return (
+            "corrupt",
+            "The scratchpad's stored state is damaged and cannot be read, so the update "
+            f"was not saved, and a retry would not be either. {fix_hint('corrupt', tool)}",
+            [],
+        )
     if isinstance(exc, _deadline.Expired):
         return (
             "timeout",

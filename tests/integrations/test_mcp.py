@@ -27,9 +27,11 @@ from noetic_scratchpad.integrations.mcp import (
     create_server,
     serve_stdio,
 )
+from noetic_scratchpad.keys import state_key
 from noetic_scratchpad.layer import ScratchpadLayer
 from noetic_scratchpad.storage import MemoryStorage, StorageBackend
 from noetic_scratchpad.testing import FaultyStorage, capture_events
+from tests.storage.corrupt import corrupt_row
 
 pytestmark = pytest.mark.anyio
 
@@ -224,6 +226,24 @@ async def test_a_storage_failure_is_a_tool_error_and_the_next_call_works() -> No
     assert "Try the call again" in text_of(failed)
     assert not retried.is_error
     assert await stored(inner, layer, "default") == {"goal": "x"}
+
+
+async def test_a_corrupt_row_is_reported_as_one_no_retry_fixes(tmp_path: Path) -> None:
+    """A stored row that cannot be read back: the model is told not to retry (the storage
+    error text says to try again), and after a reset, updates work."""
+    layer = scratchpad()
+    async with await open_storage(f"sqlite:///{tmp_path / 'pad.db'}") as storage:
+        key = state_key("scratchpad", "thread", "default")
+        await corrupt_row(storage, key, "not-json")
+        async with connect(layer, storage) as client:
+            refused = await client.call_tool(UPDATE_TOOL, {"update": {"goal": "x"}})
+            await storage.delete(key)
+            written = await client.call_tool(UPDATE_TOOL, {"update": {"goal": "x"}})
+    assert refused.is_error
+    assert "cannot be read" in text_of(refused)
+    assert f"Do not call {UPDATE_TOOL} again" in text_of(refused)
+    assert "again in a moment" not in text_of(refused)
+    assert not written.is_error
 
 
 @BOTH_LOOPS
