@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
-import anyio.lowlevel
 
 __all__ = (
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -111,27 +110,19 @@ OnOversized = Callable[[OversizedLine], Awaitable[None]]
 
 
 class PipeLines:
-    """The UTF-8 lines of a file descriptor, each with a newline, as an async iterator;
-    the lines over ``max_bytes`` go to ``on_oversized`` instead.
+    """The UTF-8 lines of a pollable file descriptor (a pipe, socket or terminal), each
+    with a newline, as an async iterator; the lines over ``max_bytes`` go to
+    ``on_oversized`` instead. The descriptor is read when it is readable, so a cancellation
+    can stop the wait."""
 
-    A pollable descriptor (pipe, socket, terminal) is read when it is readable, so a
-    cancellation can stop the wait; a regular file is read straight away.
-    """
-
-    def __init__(
-        self, fd: int, *, max_bytes: int, on_oversized: OnOversized, pollable: bool = True
-    ) -> None:
+    def __init__(self, fd: int, *, max_bytes: int, on_oversized: OnOversized) -> None:
         self._fd = fd
         self._splitter = LineSplitter(max_bytes)
         self._on_oversized = on_oversized
-        self._pollable = pollable
 
     async def __aiter__(self) -> AsyncIterator[str]:
         while True:
-            if self._pollable:
-                await anyio.wait_readable(self._fd)
-            else:
-                await anyio.lowlevel.checkpoint()
+            await anyio.wait_readable(self._fd)
             chunk = os.read(self._fd, READ_SIZE)  # readable: returns at once
             lines = self._splitter.feed(chunk) if chunk else self._splitter.finish()
             for line in lines:

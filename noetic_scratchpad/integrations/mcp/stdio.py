@@ -69,7 +69,7 @@ def cancellable_stdin(
 ) -> anyio.AsyncFile[str] | None:
     """Stdin's lines, read when the pipe is readable, those over ``max_message_bytes``
     handed to ``on_oversized``; ``None`` (the SDK's own reader, without a size limit) on
-    Windows or when stdin is not a pipe, socket, terminal or file.
+    Windows or when stdin is not a pipe, socket or terminal.
 
     The SDK reads stdin in a worker thread, which a cancellation cannot stop: a server told
     to stop (SIGTERM, Ctrl-C) would wait for the client's next message before it could
@@ -82,9 +82,8 @@ def cancellable_stdin(
         mode = os.fstat(fd).st_mode
     except (AttributeError, OSError, ValueError):
         return None
-    pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
-    if not (pollable or stat.S_ISREG(mode)):
-        return None
-    lines = PipeLines(fd, max_bytes=max_message_bytes, on_oversized=on_oversized, pollable=pollable)
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
+        return None  # a regular file cannot be polled
+    lines = PipeLines(fd, max_bytes=max_message_bytes, on_oversized=on_oversized)
     # The SDK only iterates the lines (``async for line in stdin``).
     return cast("anyio.AsyncFile[str]", lines)
