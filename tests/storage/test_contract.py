@@ -7,11 +7,13 @@ quirks belong in their own test files.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 
 from noetic_scratchpad.storage import ScopedStorage, StorageBackend
+from noetic_scratchpad.storage.base import Commit, Revision
 
 pytestmark = pytest.mark.asyncio
 
@@ -55,6 +57,66 @@ async def test_set_get_round_trip(storage: StorageBackend, value: Any) -> None:
     got = await storage.get("k")
     assert got == value
     assert type(got) is type(value)
+
+
+# Numbers a database could store as another equal number: each must read back as written
+# (-0.0 is not 0.0, the float 1e20 is not the integer 10**20, 1.0 is not 1).
+EXACT_NUMBERS: list[Any] = [
+    -0.0,
+    1e20,
+    1.5e300,
+    5e-324,
+    1.7976931348623157e308,
+    -2.5e-10,
+    0.1,
+    1.0,
+    1,
+    2**70,
+    -(2**70),
+    {"neg_zero": -0.0, "big": 1e20, "one": 1.0, "int": 1, "huge": 2**70},
+    [[-0.0, 1.5e300], {"tiny": 5e-324, "deep": [{"x": 1e20, "y": [1.0, 1]}]}],
+]
+
+
+def assert_identical(got: Any, expected: Any, where: str = "value") -> None:
+    """``got`` is ``expected`` as JSON writes it: the same types all the way down, and
+    floats equal to the bit (``==`` holds for -0.0 and 0.0, or 1e20 and 10**20)."""
+    assert type(got) is type(expected), f"{where}: {got!r} is not {expected!r}"
+    if isinstance(expected, float):
+        assert got == expected, f"{where}: {got!r} is not {expected!r}"
+        assert math.copysign(1, got) == math.copysign(1, expected), f"{where}: {got!r}"
+    elif isinstance(expected, dict):
+        assert sorted(got) == sorted(expected), f"{where}: keys {sorted(got)}"
+        for key, item in expected.items():
+            assert_identical(got[key], item, f"{where}[{key!r}]")
+    elif isinstance(expected, list):
+        assert len(got) == len(expected), f"{where}: {got!r} is not {expected!r}"
+        for index, item in enumerate(expected):
+            assert_identical(got[index], item, f"{where}[{index}]")
+    else:
+        assert got == expected, f"{where}: {got!r} is not {expected!r}"
+
+
+@pytest.mark.parametrize("value", EXACT_NUMBERS, ids=repr)
+async def test_numbers_read_back_as_written(storage: StorageBackend, value: Any) -> None:
+    """A number reads back as the very JSON value written, through every read, whether
+    ``set``, ``update`` or ``commit`` wrote it: the same state reads the same on every
+    backend (and so has the same digest, as an HTTP ETag)."""
+    await storage.set("set", value)
+    assert_identical(await storage.update("update", lambda _current: value), value)
+    committed = await storage.commit("commit", lambda _current: Commit(value, None), keep=0)
+    assert_identical(committed.value, value)
+    many = await storage.get_many(["set", "update", "commit"])
+    for key in ("set", "update", "commit"):
+        assert_identical(await storage.get(key), value, f"get({key!r})")
+        assert_identical(many[key], value, f"get_many()[{key!r}]")
+        found = await storage.get_revision(key)
+        assert isinstance(found, Revision)
+        assert_identical(found.value, value, f"get_revision({key!r})")
+    # An update reads back what the one before it wrote, exactly, inside its transaction.
+    seen: list[Any] = []
+    await storage.update("update", lambda current: seen.append(current) or current)
+    assert_identical(seen[0], value, "the value an update is handed")
 
 
 async def test_nul_character_round_trips_or_is_refused(storage: StorageBackend) -> None:

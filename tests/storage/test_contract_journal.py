@@ -16,6 +16,8 @@ import pytest
 from noetic_scratchpad.storage import StorageBackend
 from noetic_scratchpad.storage.base import Commit, Revision
 
+from .test_contract import assert_identical
+
 pytestmark = pytest.mark.asyncio
 
 
@@ -259,6 +261,15 @@ async def test_journal_entries_round_trip_and_are_copies(storage: StorageBackend
     row.entry["prior"]["missing"].append("y")
     (again,) = await storage.journal("k", limit=5)
     assert again.entry["prior"] == {"missing": ["x"]}
+
+
+async def test_journal_entries_keep_their_numbers_as_written(storage: StorageBackend) -> None:
+    """An entry's numbers read back as written: -0.0 stays -0.0, the float 1e20 a float,
+    1.0 a float beside the integer 1 (a revert rebuilds states from these entries)."""
+    entry = {"update": {"z": -0.0, "e": 1e20, "f": [1.5e300, 5e-324, 1.0, 1, 2**70]}}
+    await storage.commit("k", step(entry), keep=5)
+    (row,) = await storage.journal("k", limit=5)
+    assert_identical(row.entry, entry, "the journal entry")
 
 
 async def test_concurrent_commits_of_one_key_get_consecutive_revisions(

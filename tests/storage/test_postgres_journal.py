@@ -212,13 +212,9 @@ def table_sql(tables: Tables) -> Any:
     return TableSql(tables.table, tables.journal, tables.retired)
 
 
-async def test_tables_of_the_previous_version_get_the_retired_table_at_open(
-    tables: Tables,
-) -> None:
-    """Tables made by the version before the retired table (key-value table with revisions,
-    journal) open: the retired table is created (key text primary key, revision bigint), the
-    stored rows and journal are intact, and from then on a deleted key continues above its
-    last revision, through several deletes."""
+async def make_tables_of_the_previous_version(tables: Tables) -> None:
+    """The key-value table with revisions and the journal, value and entry jsonb, as the
+    version before the retired table made them."""
     await tables.run(
         f'CREATE TABLE {tables.table} (key text COLLATE "C" PRIMARY KEY, value jsonb NOT NULL, '
         "updated_at timestamptz NOT NULL DEFAULT now(), revision bigint NOT NULL DEFAULT 0)"
@@ -228,6 +224,16 @@ async def test_tables_of_the_previous_version_get_the_retired_table_at_open(
         "written_at timestamptz NOT NULL DEFAULT now(), entry jsonb NOT NULL, "
         "PRIMARY KEY (key, revision))"
     )
+
+
+async def test_tables_of_the_previous_version_get_the_retired_table_at_open(
+    tables: Tables,
+) -> None:
+    """Tables made by the version before the retired table (key-value table with revisions,
+    journal) open: the retired table is created (key text primary key, revision bigint), the
+    stored rows and journal are intact, and from then on a deleted key continues above its
+    last revision, through several deletes."""
+    await make_tables_of_the_previous_version(tables)
     await tables.run(f"INSERT INTO {tables.table} (key, value, revision) VALUES ('k', '\"v\"', 3)")
     await tables.run(f"INSERT INTO {tables.journal} (key, revision, entry) VALUES ('k', 3, '3')")
     async with await open_storage(tables.url) as storage:

@@ -1,11 +1,14 @@
-"""How a value crosses the wire: JSON text in jsonb's binary format, both ways.
+"""How a value crosses the wire: JSON text, both ways, for columns of type json or jsonb.
 
 Values are encoded by the library's JSON encoder (see ``noetic_scratchpad._json``) and
-sent in jsonb's binary wire format, a version byte and then the JSON text; reads decode the
-text the server sends back with the same library.
+sent in the binary wire format of the column's type: for json the JSON text itself, which
+the server keeps as it is, so every number reads back as written; for jsonb (the tables of
+earlier versions) a version byte and then the text. Reads decode the text the server sends
+back with the same library.
 
 jsonb refuses the character U+0000 in strings, so it is stored as the noncharacter
-U+10FFFF followed by ``0``, and a U+10FFFF of the value is doubled; reads undo both.
+U+10FFFF followed by ``0``, and a U+10FFFF of the value is doubled; reads undo both. json
+columns get the same text, so that a column converts to the other type as it is.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ __all__ = (
     "decode_jsonb",
     "decode_text",
     "encode",
+    "encode_json",
     "encode_jsonb",
     "escape",
-    "register_jsonb_codec",
+    "register_json_codecs",
 )
 
 # A JSON string escape of U+0000 (after an even number of backslashes): jsonb refuses it.
@@ -37,22 +41,25 @@ _LONG_DIGITS = b"0" * 19  # an integer this long may not fit in 64 bits
 _JSONB_VERSION = b"\x01"  # jsonb's binary wire format is this byte, then the JSON text
 
 
-async def register_jsonb_codec(conn: asyncpg.Connection) -> None:
-    """Make ``conn`` send and receive jsonb with :func:`encode_jsonb` and
-    :func:`decode_jsonb` (the pool runs this on each new connection)."""
+async def register_json_codecs(conn: asyncpg.Connection) -> None:
+    """Make ``conn`` send and receive json with :func:`encode_json` and :func:`decode_text`,
+    jsonb with :func:`encode_jsonb` and :func:`decode_jsonb` (the pool runs this on each
+    new connection)."""
     await conn.set_type_codec(
-        "jsonb",
-        schema="pg_catalog",
-        encoder=encode_jsonb,
-        decoder=decode_jsonb,
-        format="binary",
+        "json", schema="pg_catalog", encoder=encode_json, decoder=decode_text, format="binary"
+    )
+    await conn.set_type_codec(
+        "jsonb", schema="pg_catalog", encoder=encode_jsonb, decoder=decode_jsonb, format="binary"
     )
 
 
-def encode_jsonb(value: Any) -> bytes:
+def encode_json(value: Any) -> bytes:
     # Values already encoded by encode() arrive as bytes; JSON itself never holds bytes.
-    data = value if isinstance(value, bytes) else encode(value)
-    return _JSONB_VERSION + data
+    return value if isinstance(value, bytes) else encode(value)
+
+
+def encode_jsonb(value: Any) -> bytes:
+    return _JSONB_VERSION + encode_json(value)
 
 
 def decode_jsonb(data: bytes) -> Any:
@@ -66,7 +73,7 @@ def decode_jsonb(data: bytes) -> Any:
 
 
 def decode_text(text: bytes) -> Any:
-    """The value of jsonb's JSON text (as ``jsonb::text`` gives it, encoded as UTF-8);
+    """The value of a column's JSON text (as ``value::text`` gives it, encoded as UTF-8);
     ``ValueError`` when it is not JSON."""
     if _SENTINEL in text:
         text = _SENTINEL_TOKEN.sub(_unescape_token, text)
@@ -77,7 +84,7 @@ def decode_text(text: bytes) -> Any:
 
 
 def encode(value: Any) -> bytes:
-    """JSON text of ``value`` for a jsonb column; ``ValueError`` when it is not JSON.
+    """JSON text of ``value`` for a json or jsonb column; ``ValueError`` when it is not JSON.
 
     U+0000 and U+10FFFF are escaped as the module's docstring says.
     """

@@ -3,8 +3,8 @@
 Opening the pool sorts its failures by what fixes them: a bad connection option, or a
 database, user or password the server refuses, is a :class:`StorageConfigError` (fix the
 URL); a server that cannot be reached is a :class:`StorageError` (check the server). Each
-connection sends and receives jsonb with this backend's codec (:mod:`.codec`), and is
-given back without asyncpg's reset query (see :func:`_keep_session`).
+connection sends and receives json and jsonb with this backend's codec (:mod:`.codec`), and
+is given back without asyncpg's reset query (see :func:`_keep_session`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
 from ...errors import StorageConfigError, StorageError
-from .codec import register_jsonb_codec
+from .codec import register_json_codecs
 from .failures import DRIVER_ERRORS, NOT_SENT, action_text, storage_error, translated_errors
 from .options import PostgresSettings
 
@@ -33,7 +33,7 @@ async def create_pool(
             settings.dsn,
             min_size=settings.min_size,
             max_size=settings.max_size,
-            init=register_jsonb_codec,
+            init=register_json_codecs,
             reset=_keep_session,
             **connect_options,
         )

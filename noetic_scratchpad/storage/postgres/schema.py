@@ -1,8 +1,15 @@
 """Creating the three tables, upgrading tables of an earlier version, checking their shape.
 
 An existing key-value table is used only if it has the columns this backend writes
-(``key`` text with a unique index, ``value`` jsonb, ``updated_at`` timestamptz); a table
-of another shape is refused when the storage opens, not at its first write. A table of
+(``key`` text with a unique index, ``value`` json or jsonb, ``updated_at`` timestamptz); a
+table of another shape is refused when the storage opens, not at its first write.
+
+New tables keep values (and journal entries) as json, whose text PostgreSQL stores as it
+is sent, so every number reads back as written. Tables of earlier versions keep jsonb and
+work as before, numbers included (jsonb reads ``-0.0`` as ``0.0`` and the float ``1e20`` as
+an integer); opening one logs a warning with the statements that convert it. Opening never
+converts it: a server of an earlier version, still running, would read json values as
+strings. A table of
 version 0.1 gets its ``revision`` column (every stored row at revision 1, which costs no
 rewrite of the table) and its journal table; tables made before the retired table get it
 (the revisions of keys deleted before are not known: those keys start again at 1, keys
@@ -13,6 +20,7 @@ place, opening writes nothing and needs no privilege beyond reading and writing 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -24,16 +32,24 @@ from .table import TableSql
 
 __all__ = ("prepare_tables",)
 
-# What this backend reads and writes: (column, type as format_type() names it).
-_COLUMNS = (("key", "text"), ("value", "jsonb"), ("updated_at", "timestamp with time zone"))
-_REVISION = ("revision", "bigint")
-_JOURNAL_COLUMNS = (
-    ("key", "text"),
-    ("revision", "bigint"),
-    ("written_at", "timestamp with time zone"),
-    ("entry", "jsonb"),
+logger = logging.getLogger("noetic_scratchpad.storage.postgres")
+
+# The types a column holding JSON may have: json (exact) first, then jsonb (earlier tables).
+_JSON = ("json", "jsonb")
+# What this backend reads and writes: (column, its types as format_type() names them).
+_COLUMNS = (
+    ("key", ("text",)),
+    ("value", _JSON),
+    ("updated_at", ("timestamp with time zone",)),
 )
-_RETIRED_COLUMNS = (("key", "text"), ("revision", "bigint"))
+_REVISION = ("revision", ("bigint",))
+_JOURNAL_COLUMNS = (
+    ("key", ("text",)),
+    ("revision", ("bigint",)),
+    ("written_at", ("timestamp with time zone",)),
+    ("entry", _JSON),
+)
+_RETIRED_COLUMNS = (("key", ("text",)), ("revision", ("bigint",)))
 # First key of the advisory lock that serializes CREATE TABLE across servers (arbitrary).
 _DDL_LOCK_CLASS = 0x5C7A
 _SQL_COLUMNS = (
@@ -67,13 +83,13 @@ def _create_sql(sql: TableSql) -> _Ddl:
     0.1 table."""
     create = (
         f'CREATE TABLE IF NOT EXISTS {sql.table} (key text COLLATE "C" PRIMARY KEY, '
-        "value jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), "
+        "value json NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), "
         "revision bigint NOT NULL DEFAULT 0)"
     )
     journal = (
         f'CREATE TABLE IF NOT EXISTS {sql.journal} (key text COLLATE "C" NOT NULL, '
         "revision bigint NOT NULL, written_at timestamptz NOT NULL DEFAULT now(), "
-        "entry jsonb NOT NULL, PRIMARY KEY (key, revision))"
+        "entry json NOT NULL, PRIMARY KEY (key, revision))"
     )
     # The key collated as the key-value table's is.
     retired = (
@@ -103,6 +119,7 @@ async def prepare_tables(
     if "key" in columns and not await _is_unique(conn, sql.table, ("key",)):
         problems.append("key has no unique index (such as a primary key)")
     _check(settings, settings.table, "a scratchpad table", columns, problems, _KV_FIX)
+    value_type = columns["value"]["type"]
     # Only what is missing: the ALTERs of the upgrade lock the key-value table.
     missing = [
         *(ddl.upgrade if _REVISION[0] not in columns else ()),
@@ -118,12 +135,33 @@ async def prepare_tables(
         problems.append("(key, revision) has no unique index (such as a primary key)")
     journal = "a scratchpad journal"
     _check(settings, settings.journal_table, journal, columns, problems, _JOURNAL_FIX)
+    entry_type = columns["entry"]["type"]
     columns = await _columns(conn, sql.retired)
     problems = _shape_problems(columns, _RETIRED_COLUMNS, None, written=("key", "revision"))
     if not await _is_unique(conn, sql.retired, ("key",)):
         problems.append("key has no unique index (such as a primary key)")
     retired = "a scratchpad table of deleted keys' revisions"
     _check(settings, settings.retired_table, retired, columns, problems, _RETIRED_FIX)
+    _warn_of_jsonb(settings, ((sql.table, "value", value_type), (sql.journal, "entry", entry_type)))
+
+
+def _warn_of_jsonb(settings: PostgresSettings, columns: Iterable[tuple[str, str, str]]) -> None:
+    """Log that tables of an earlier version still hold jsonb, and how to convert them;
+    ``columns``: (table, column, its type) of the columns holding JSON."""
+    converts = [
+        f"ALTER TABLE {table} ALTER COLUMN {column} TYPE json USING {column}::json"
+        for table, column, kind in columns
+        if kind == "jsonb"
+    ]
+    if converts:
+        logger.warning(
+            "the table %r at %r keeps values as jsonb (made by an earlier version), which "
+            "changes some numbers: -0.0 reads back as 0.0, a float such as 1e20 as an "
+            "integer. Once every server runs this version, run as the tables' owner: %s",
+            settings.table,
+            settings.display,
+            "; ".join(converts),
+        )
 
 
 async def _exists(conn: asyncpg.Connection, table: str) -> bool:
@@ -158,18 +196,19 @@ async def _is_unique(conn: asyncpg.Connection, table: str, columns: Sequence[str
 
 def _shape_problems(
     found: dict[str, Any],
-    needed: Sequence[tuple[str, str]],
-    optional: tuple[str, str] | None,
+    needed: Sequence[tuple[str, Sequence[str]]],
+    optional: tuple[str, Sequence[str]] | None,
     *,
     written: Sequence[str],
 ) -> list[str]:
-    """What is wrong with a table whose columns (by name) are ``found``; ``written``: the
-    columns an insert of this backend fills (the others need a default)."""
+    """What is wrong with a table whose columns (by name) are ``found``, each needed
+    column one of its types; ``written``: the columns an insert of this backend fills
+    (the others need a default)."""
     expected = [*needed, *([optional] if optional and optional[0] in found else [])]
     problems = [
         f"{name} is missing" if name not in found else f"{name} is {found[name]['type']}"
-        for name, kind in expected
-        if name not in found or found[name]["type"] != kind
+        for name, kinds in expected
+        if name not in found or found[name]["type"] not in kinds
     ]
     problems.extend(
         f"{name} is NOT NULL without a default, and this backend never writes it"
@@ -180,12 +219,12 @@ def _shape_problems(
 
 
 _KV_FIX = (
-    "This backend needs (key text PRIMARY KEY, value jsonb NOT NULL, updated_at timestamptz "
-    "NOT NULL DEFAULT now(), revision bigint NOT NULL DEFAULT 0)"
+    "This backend needs (key text PRIMARY KEY, value json NOT NULL (or jsonb), updated_at "
+    "timestamptz NOT NULL DEFAULT now(), revision bigint NOT NULL DEFAULT 0)"
 )
 _JOURNAL_FIX = (
     "The journal needs (key text, revision bigint, written_at timestamptz NOT NULL DEFAULT "
-    "now(), entry jsonb NOT NULL, PRIMARY KEY (key, revision))"
+    "now(), entry json NOT NULL (or jsonb), PRIMARY KEY (key, revision))"
 )
 _RETIRED_FIX = (
     "The table of deleted keys' revisions needs (key text PRIMARY KEY, revision bigint NOT NULL)"

@@ -47,7 +47,7 @@ _CLOSE_TIMEOUT = 10.0
 
 
 class PostgresStorage(StorageBackend):
-    """A table of JSONB values in PostgreSQL, shared safely by many processes.
+    """A table of JSON values in PostgreSQL, shared safely by many processes.
 
     Open it with ``await open_storage("postgresql://...")`` or :meth:`open`; close it with
     :meth:`aclose` (or ``async with``). asyncio only: asyncpg does not run under trio.

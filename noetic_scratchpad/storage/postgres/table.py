@@ -1,13 +1,17 @@
 """The SQL this backend runs on its three tables.
 
-Each key is a row ``(key text primary key, value jsonb, updated_at timestamptz, revision
+Each key is a row ``(key text primary key, value json, updated_at timestamptz, revision
 bigint)`` of the key-value table, the key collated ``"C"`` so that range scans run in code
 point order, as Python sorts. The writes journaled by ``commit`` are rows ``(key, revision,
-written_at, entry jsonb)`` of the journal table, whose primary key ``(key, revision)``
+written_at, entry json)`` of the journal table, whose primary key ``(key, revision)``
 serves the newest-first reads and the trims. A deleted key's last revision is a row
 ``(key text primary key, revision bigint)`` of the retired table: the write that creates
 the key again continues above it, so that a key's revisions never repeat. Creating,
 upgrading and checking the tables is :mod:`.schema`'s job.
+
+Every statement works on a ``value`` or ``entry`` column of either type, json or jsonb
+(the tables of earlier versions): values are sent as parameters typed by their column, or
+as json, which PostgreSQL converts to jsonb on assignment.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ class TableSql:
         # created row also drops journal rows left by a writer that knew no journal. A
         # created row's revision is read next by `retired_revision`, not here: see there.
         self.lock = (
-            f"WITH created AS (INSERT INTO {t} (key, value) VALUES ($1, 'null'::jsonb) "
+            f"WITH created AS (INSERT INTO {t} (key, value) VALUES ($1, 'null') "
             "ON CONFLICT (key) DO NOTHING RETURNING true), "
             f"cleared AS (DELETE FROM {j} WHERE key = $1 AND EXISTS (SELECT 1 FROM created)) "
             "SELECT EXISTS (SELECT 1 FROM created) AS created, "
@@ -84,7 +88,7 @@ class TableSql:
             f"WITH state AS ({self.write}), "
             f"trimmed AS (DELETE FROM {j} WHERE key = $1 AND revision <= $6) "
             f"INSERT INTO {j} (key, revision, entry) "
-            "SELECT $1, n.revision, n.entry FROM unnest($4::bigint[], $5::jsonb[]) "
+            "SELECT $1, n.revision, n.entry FROM unnest($4::bigint[], $5::json[]) "
             "AS n(revision, entry) "
             # A row left at that revision by a writer that knew no journal is replaced.
             "ON CONFLICT (key, revision) DO UPDATE SET written_at = EXCLUDED.written_at, "
