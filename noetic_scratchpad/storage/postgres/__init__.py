@@ -1,11 +1,12 @@
 """``postgresql://`` and ``postgres://``: one table shared by every app server.
 
 Each key is a row ``(key text primary key, value json, updated_at timestamptz, revision
-bigint)``, and each journaled write a row of ``{table}_journal`` (key, revision, written_at,
-entry json): JSON text kept as it was written, so every number reads back as written. A deleted key's last revision is kept in ``{table}_retired`` (key, revision):
-the write that creates the key again continues above it, so that a key's revisions never
-repeat. The atomic read-modify-write of a key runs in one transaction that holds the
-row's lock (``SELECT ... FOR UPDATE``) from its read to its commit, and writes the row, its
+bigint)``, and each journaled write a row of ``{table}_journal`` (key, revision,
+written_at, entry json): JSON text kept as it was written, so every number reads back as
+written. A deleted key's last revision is kept in ``{table}_retired`` (key, revision): the
+write that creates the key again continues above it, so that a key's revisions never
+repeat. The atomic read-modify-write of a key runs in one transaction that holds the row's
+lock (``SELECT ... FOR UPDATE``) from its read to its commit, and writes the row, its
 journal row and the journal's trim in one statement, so writers on any number of servers
 serialize per key and never lose each other's updates, while different keys never wait for
 each other.
