@@ -17,7 +17,14 @@ import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
 from ...errors import StorageConfigError, StorageError
 from .codec import register_json_codecs
-from .failures import DRIVER_ERRORS, NOT_SENT, action_text, storage_error, translated_errors
+from .failures import (
+    DRIVER_ERRORS,
+    NOT_SENT,
+    UNUSABLE_CONNECTION,
+    action_text,
+    storage_error,
+    translated_errors,
+)
 from .options import PostgresSettings
 
 __all__ = ("create_pool", "pooled_connection")
@@ -76,7 +83,17 @@ async def pooled_connection(
         raise storage_error(settings, action_text(action, key), exc, NOT_SENT) from exc
     try:
         with translated_errors(settings, action, key, outcome):
-            yield conn
+            try:
+                yield conn
+            except BaseException as exc:
+                # Released as it is, it would fail the next call too (its reset runs
+                # nothing outside a transaction): closed, the pool replaces it. (A lost
+                # commit arrives already translated, the driver's error as its cause.)
+                if isinstance(exc, UNUSABLE_CONNECTION) or isinstance(
+                    exc.__cause__, UNUSABLE_CONNECTION
+                ):
+                    conn.terminate()
+                raise
     finally:
         # A release that fails has terminated the connection; the pool opens a new one.
         with suppress(Exception):

@@ -11,6 +11,11 @@ ends with its outcome for the stored data:
   sent, or the connection was lost during an update's ``COMMIT`` (then the error is a
   :class:`StorageOutcomeUnknownError`): read the key to find out before retrying.
 
+A connection the driver can no longer use (asyncpg's ``InternalClientError``, as when the
+server ends a session between two of the driver's messages) is a lost connection: the same
+outcomes, in words of this module, never the driver's (:func:`storage_error`), and the
+connection is discarded (see :mod:`.connection`).
+
 A lock or statement timeout is a :class:`StorageBusyError` (another writer held the row);
 a key or value past one of PostgreSQL's fixed limits is a ``ValueError``, as retrying can
 never help. :func:`storage_error` scrubs the URL's passwords from the driver's text.
@@ -34,6 +39,7 @@ __all__ = (
     "ROLLED_BACK",
     "UNCHANGED",
     "UNCONFIRMED",
+    "UNUSABLE_CONNECTION",
     "action_text",
     "storage_error",
     "translated_errors",
@@ -46,8 +52,16 @@ UNCONFIRMED = (
     "PostgreSQL may or may not have applied it before the connection failed; "
     "read the key to find out"
 )
+# A connection the driver found in a state it cannot work from: never lend it again.
+UNUSABLE_CONNECTION = asyncpg.InternalClientError
 # Failures of the driver, the network or the server, as a whole.
-DRIVER_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+DRIVER_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    UNUSABLE_CONNECTION,
+)
 # Failures after which a sent COMMIT may or may not have taken effect.
 CONNECTION_LOST = (
     OSError,
@@ -55,6 +69,7 @@ CONNECTION_LOST = (
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
     asyncpg.OperatorInterventionError,
+    UNUSABLE_CONNECTION,
 )
 # PostgreSQL's largest btree index row (PostgreSQL 12+, 8 KB pages), for messages.
 _MAX_INDEX_ROW = 2704
@@ -77,9 +92,17 @@ def storage_error(
     """The error for a failure of ``what`` (the driver's ``exc``), ending with ``outcome``."""
     return kind(
         f"PostgreSQL {what} in {settings.table!r} at {settings.display!r} "
-        f"failed ({type(exc).__name__}: {settings.scrub(str(exc))}); {outcome}. "
+        f"failed ({_cause(settings, exc)}); {outcome}. "
         "Check that the server is reachable; the pool reconnects on the next call"
     )
+
+
+def _cause(settings: PostgresSettings, exc: BaseException) -> str:
+    """What went wrong, for a message: the driver's error, but for the internals of a
+    connection it can no longer use, which say nothing a caller can act on."""
+    if isinstance(exc, UNUSABLE_CONNECTION):
+        return "the connection was unusable, as when the server ends its session"
+    return f"{type(exc).__name__}: {settings.scrub(str(exc))}"
 
 
 @contextmanager
@@ -105,7 +128,7 @@ def translated_errors(
         if isinstance(exc, ValueError):  # asyncpg could not encode an argument
             raise ValueError(f"cannot send the arguments of {what}: {exc}") from exc
         raise storage_error(settings, what, exc, outcome) from exc
-    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+    except (OSError, TimeoutError, asyncpg.PostgresError, UNUSABLE_CONNECTION) as exc:
         raise storage_error(settings, what, exc, outcome) from exc
 
 
