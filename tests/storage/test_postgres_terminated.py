@@ -41,6 +41,7 @@ class Run:
     rolled_back: set[str] = field(default_factory=set)
     unconfirmed: set[str] = field(default_factory=set)
     refusals: list[BaseException] = field(default_factory=list)
+    update_refusals: list[BaseException] = field(default_factory=list)
     kills: int = 0
     met_unusable: asyncio.Event = field(default_factory=asyncio.Event)
     """Set at the first refusal caused by a connection the driver could no longer use."""
@@ -66,8 +67,9 @@ async def writer(storage: StorageBackend, n: int, run: Run, stop: asyncio.Event)
             if _unusable_connections([exc]):
                 run.met_unusable.set()
             if i % 4 > 1:
-                kind = run.unconfirmed if UNCONFIRMED in str(exc) else run.rolled_back
-                kind.add(token)
+                run.update_refusals.append(exc)
+                unconfirmed = isinstance(exc, StorageOutcomeUnknownError)
+                (run.unconfirmed if unconfirmed else run.rolled_back).add(token)
 
 
 async def terminator(app: str, run: Run, stop: asyncio.Event) -> None:
@@ -92,23 +94,26 @@ async def test_sessions_ended_under_load_give_only_classified_refusals() -> None
 
     - every refusal is a ``StorageError`` that says what happened to the data (one of the
       outcomes of :mod:`.failures`), never the driver's internals;
-    - a lost commit is a ``StorageOutcomeUnknownError``, and only it says "may or may not";
+    - a refused update says it was rolled back, or is a ``StorageOutcomeUnknownError``
+      (its commit was lost) saying it may or may not have been applied;
     - every acknowledged update is stored, and none refused as rolled back is."""
     require_postgres()
     app = f"nsp_{uuid.uuid4().hex[:10]}"
     url = f"{postgres_test_url()}&application_name={app}&pool_size=8"
     storage = await open_storage(url)
     run, stop = Run(), asyncio.Event()
+    tasks = [asyncio.create_task(writer(storage, n, run, stop)) for n in range(WRITERS)]
+    tasks.append(asyncio.create_task(terminator(app, run, stop)))
     try:
-        tasks = [asyncio.create_task(writer(storage, n, run, stop)) for n in range(WRITERS)]
-        killer = asyncio.create_task(terminator(app, run, stop))
         # Until the driver has been caught with an unusable connection (it takes a kill
         # that lands between two of its messages: at most 30 s), and a while after it.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.met_unusable.wait(), 30)
         await asyncio.sleep(2)
+    finally:
         stop.set()
-        await asyncio.gather(*tasks, killer)
+        await asyncio.gather(*tasks)
+    try:
         stored = await storage.get_many([f"k{k}" for k in range(KEYS)])
     finally:
         await storage.drop_table()  # type: ignore[attr-defined]
@@ -125,6 +130,8 @@ async def test_sessions_ended_under_load_give_only_classified_refusals() -> None
         assert len(outcomes) == 1, message
         if isinstance(exc, StorageOutcomeUnknownError):
             assert outcomes == [UNCONFIRMED], message
+    for exc in run.update_refusals:
+        assert isinstance(exc, StorageOutcomeUnknownError) or ROLLED_BACK in str(exc), exc
     written = {token for tokens in stored.values() for token in tokens}
     assert run.acknowledged, "no update was acknowledged"
     assert run.acknowledged <= written, f"lost: {sorted(run.acknowledged - written)[:10]}"
