@@ -23,6 +23,7 @@ from ... import _json
 from ...errors import StorageCorruptError
 
 __all__ = (
+    "decode_json",
     "decode_jsonb",
     "decode_text",
     "encode",
@@ -42,11 +43,11 @@ _JSONB_VERSION = b"\x01"  # jsonb's binary wire format is this byte, then the JS
 
 
 async def register_json_codecs(conn: asyncpg.Connection) -> None:
-    """Make ``conn`` send and receive json with :func:`encode_json` and :func:`decode_text`,
+    """Make ``conn`` send and receive json with :func:`encode_json` and :func:`decode_json`,
     jsonb with :func:`encode_jsonb` and :func:`decode_jsonb` (the pool runs this on each
     new connection)."""
     await conn.set_type_codec(
-        "json", schema="pg_catalog", encoder=encode_json, decoder=decode_text, format="binary"
+        "json", schema="pg_catalog", encoder=encode_json, decoder=decode_json, format="binary"
     )
     await conn.set_type_codec(
         "jsonb", schema="pg_catalog", encoder=encode_jsonb, decoder=decode_jsonb, format="binary"
@@ -62,14 +63,19 @@ def encode_jsonb(value: Any) -> bytes:
     return _JSONB_VERSION + encode_json(value)
 
 
-def decode_jsonb(data: bytes) -> Any:
-    """A jsonb value as read; :class:`StorageCorruptError` for one that cannot be parsed
-    (jsonb holds only JSON, but deeper than the parser goes: a permanent fault of the row,
-    not an outage)."""
+def decode_json(data: bytes) -> Any:
+    """A json value as read; :class:`StorageCorruptError` for one that cannot be parsed
+    (the column holds only JSON, but maybe deeper than the parser goes: a permanent fault
+    of the row, not an outage)."""
     try:
-        return decode_text(data[1:])
+        return decode_text(data)
     except (ValueError, RecursionError) as exc:
         raise StorageCorruptError.unreadable("a value stored in PostgreSQL", exc) from None
+
+
+def decode_jsonb(data: bytes) -> Any:
+    """A jsonb value as read (its version byte dropped), as :func:`decode_json` reads."""
+    return decode_json(data[1:])
 
 
 def decode_text(text: bytes) -> Any:
