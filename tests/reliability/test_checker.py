@@ -313,3 +313,17 @@ def test_the_log_skips_a_torn_last_line_only(tmp_path: Path) -> None:
         stream.write(b"\n" + b'{"t": "end"}\n')
     with pytest.raises(ValueError, match="not JSON"):
         list(read_records(path))
+
+
+def test_help_prints_the_options_and_their_defaults() -> None:
+    """``--help`` works: the default scopes hold ``%2F``, which argparse must not read as
+    a format directive."""
+    from .checker.scenario import SCOPES, format_scopes
+
+    wide = {**os.environ, "COLUMNS": "400"}  # argparse would split the scopes' long word
+    result = run_python("-m", "tests.reliability.checker", "--help", cwd=ROOT, env=wide)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert "--scopes" in result.stdout
+    assert f"(default {format_scopes(SCOPES)})" in result.stdout

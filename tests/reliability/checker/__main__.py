@@ -40,7 +40,10 @@ def parse_args(argv: list[str] | None = None) -> Config:
         "--scopes",
         type=parse_scopes,
         default=SCOPES,
-        help=f"the scopes to write, kind:id,... (default {format_scopes(SCOPES)})",
+        # argparse %-formats help texts, and a default scope holds "%2F".
+        help=f"the scopes to write, kind:id,... (default {format_scopes(SCOPES)})".replace(
+            "%", "%%"
+        ),
     )
     parser.add_argument(
         "--min-ops",
