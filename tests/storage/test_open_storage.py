@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -208,3 +209,29 @@ async def test_the_layer_writes_through_a_third_party_backends_commit() -> None:
     assert await storage.get_revision("state") == Revision(
         {"goal": "ship", "steps": {"a": 1, "b": 2}}, 2
     )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "path",
+    [
+        "a" * 5000 + ".db",  # one name longer than any file system allows
+        "d/" * 2100 + "notes.db",  # short names, the whole longer than a path may be
+    ],
+)
+async def test_a_sqlite_path_too_long_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """The system refuses the path (``File name too long``): a configuration error that
+    says so and what to do, with the path shortened so the message stays readable."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageConfigError) as caught:
+        await open_storage(f"sqlite:///{path}")
+
+    message = str(caught.value)
+    assert "cannot open the SQLite database" in message
+    assert "too long" in message
+    assert "choose a shorter path" in message
+    assert f"{len(str(tmp_path / path)):,} characters" in message
+    assert len(message) < 400
+    assert os.listdir(tmp_path) == []  # nothing created on the way

@@ -7,6 +7,7 @@ open database file``) or, worse, create a file somewhere unexpected.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -18,7 +19,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 from ...errors import StorageConfigError
 from .._options import int_option
 
-__all__ = ("SqliteOptions", "Synchronous", "check_path", "parse_sqlite_url")
+__all__ = ("SqliteOptions", "Synchronous", "check_path", "database_exists", "parse_sqlite_url")
 
 Synchronous = Literal["normal", "full", "extra"]
 _SYNCHRONOUS: tuple[Synchronous, ...] = ("normal", "full", "extra")
@@ -26,6 +27,8 @@ _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 #: The integer options and their least values, in the order they are checked.
 _MINIMUMS = {"busy_timeout": 0, "busy_retries": 0, "max_batch": 1}
 _KNOWN = frozenset({"synchronous", *_MINIMUMS, "table"})
+#: The most characters of a path an error message shows.
+_SHOWN_PATH = 160
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,17 +124,18 @@ def check_path(path: str) -> str:
     if not resolved.is_absolute():
         resolved = Path.cwd() / resolved
     directory = resolved.parent
-    if not directory.exists():
+    directory_mode = _mode_of(directory, resolved)
+    if directory_mode is None:
         raise StorageConfigError(
             f"cannot open the SQLite database {resolved}: the directory {directory} does not "
             f"exist; create it (mkdir -p {directory}) or choose another path"
         )
-    if not directory.is_dir():
+    if not stat.S_ISDIR(directory_mode):
         raise StorageConfigError(
             f"cannot open the SQLite database {resolved}: {directory} is not a directory; "
             "choose a path inside a directory"
         )
-    mode = _mode_of(resolved)
+    mode = _mode_of(resolved, resolved)
     if mode is not None and stat.S_ISDIR(mode):
         raise StorageConfigError(
             f"cannot open the SQLite database {resolved}: it is a directory; give the path "
@@ -141,11 +145,41 @@ def check_path(path: str) -> str:
     return str(resolved)
 
 
-def _mode_of(path: Path) -> int | None:
+def database_exists(path: str) -> bool:
+    """Whether a file or directory is at ``path``, for a caller that must not create one.
+
+    Unlike ``os.path.exists``, a path the system refuses (too long, say) is not "missing"
+    but a :class:`StorageConfigError`, as :func:`check_path` reports it.
+    """
+    return _mode_of(Path(path).expanduser(), Path(path)) is not None
+
+
+def _mode_of(path: Path, database: Path) -> int | None:
+    """``path``'s mode, ``None`` when nothing is there; a :class:`StorageConfigError` naming
+    ``database`` when the system refuses the path itself (too long, a symlink loop)."""
     try:
         return path.stat().st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as exc:
+        raise _refused(database, exc) from None
+
+
+def _refused(database: Path, error: OSError) -> StorageConfigError:
+    shown = str(database)
+    if len(shown) > _SHOWN_PATH:  # the message must stay readable: the path's two ends
+        shown = f"{shown[: _SHOWN_PATH // 2]}...{shown[-_SHOWN_PATH // 4 :]}"
+    if error.errno == errno.ENAMETOOLONG:
+        longest = max((len(part) for part in database.parts), default=0)
+        return StorageConfigError(
+            f"cannot open the SQLite database {shown}: the system refuses the path as too "
+            f"long ({len(str(database)):,} characters, its longest name {longest:,}); "
+            "choose a shorter path"
+        )
+    return StorageConfigError(
+        f"cannot open the SQLite database {shown}: {error.strerror or error}; "
+        "fix the path or choose another"
+    )
 
 
 def _check_access(path: Path, *, exists: bool) -> None:
