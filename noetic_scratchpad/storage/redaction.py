@@ -3,9 +3,9 @@
 A storage URL may carry secrets: the password of ``user:password@``, query parameters
 (``?password=``, a registered scheme's token) and, in libpq's keyword form
 (``host=db password=...``), keyword values. A caller that knows which parameters of its
-scheme are secrets (PostgreSQL: ``password`` and ``sslpassword``) names them, and the
-others stay readable; any other caller gets every query value hidden. A fragment
-(``#...``) is always hidden: no backend reads one.
+scheme are secrets names them (:func:`secret_params_of` knows PostgreSQL's: ``password``
+and ``sslpassword``), and the others stay readable; any other caller gets every query value
+hidden. A fragment (``#...``) is always hidden: no backend reads one.
 
 The text is cut by hand, not by ``urllib.parse.urlsplit``: it raises on some texts (``[::1``
 without its ``]``), which must still be shown, its ``urlunsplit`` rewrites others
@@ -22,7 +22,7 @@ import re
 from collections.abc import Collection
 from urllib.parse import unquote, unquote_plus
 
-__all__ = ("REDACTED", "redact_url", "url_secrets")
+__all__ = ("REDACTED", "SECRET_PARAMS", "redact_url", "secret_params_of", "url_secrets")
 
 REDACTED = "***"
 _SHORTEST_SECRET = 4  # shorter ones are not searched for in error texts: too many false hits
@@ -30,6 +30,20 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 # libpq's keyword form: ``keyword = value``, the value single-quoted (with \ escapes) or a
 # run of non-blanks; keywords start the text or follow a blank.
 _KEYWORD = re.compile(r"(?:^|(?<=\s))([A-Za-z_]\w*)(\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)")
+_POSTGRES_SECRETS = frozenset({"password", "sslpassword"})
+#: The query parameters that hold a secret, by scheme, where the scheme's parameters are
+#: known (libpq's other parameters name hosts, files and modes).
+SECRET_PARAMS: dict[str, frozenset[str]] = {
+    "postgresql": _POSTGRES_SECRETS,
+    "postgres": _POSTGRES_SECRETS,
+}
+
+
+def secret_params_of(url: str) -> frozenset[str] | None:
+    """The secret query parameters of ``url``'s scheme (see :data:`SECRET_PARAMS`), or
+    ``None`` for a scheme whose parameters are not known: every value is then a secret."""
+    scheme = _SCHEME.match(url)
+    return SECRET_PARAMS.get(scheme.group()[:-1].lower()) if scheme else None
 
 
 def redact_url(url: str, secret_params: Collection[str] | None = None) -> str:
@@ -76,10 +90,14 @@ def _redact_userinfo(head: str, rest: str, secrets: list[str]) -> tuple[str, str
 
     The password ends at the last ``@`` before the path's ``/``, even past a ``?`` or
     ``#`` (which ``urlsplit`` would take for the query's or fragment's start): a password
-    with one of them left unencoded is still hidden whole.
+    with one of them left unencoded is still hidden whole. Where that part holds ``user:``
+    and no ``@``, the password ends at the next ``@`` before any ``?``: one with an
+    unencoded ``/`` (base64 has them) is misread by drivers, but it is a password still.
     """
     authority = rest[2:].partition("/")[0]
     userinfo, at, _ = authority.rpartition("@")
+    if not at and ":" in authority:
+        userinfo, at, _ = rest[2:].partition("?")[0].partition("@")
     if not at or ":" not in userinfo:
         return head, rest
     user, _, password = userinfo.partition(":")

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from noetic_scratchpad.storage.redaction import redact_url, url_secrets
+from noetic_scratchpad.storage.redaction import redact_url, secret_params_of, url_secrets
 
 POSTGRES = ("password", "sslpassword")  # what the PostgreSQL backend names
 
@@ -94,3 +94,45 @@ def test_secrets_are_longest_first_so_a_scrub_replaces_the_whole_of_each() -> No
     url = "postgresql://app:hunter2@db/notes?password=hunter2hunter2"
 
     assert url_secrets(url, POSTGRES) == ("hunter2hunter2", "hunter2")
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://app:SECRET@db/notes", "postgresql://app:***@db/notes"),
+        ("postgresql://app:SEC%52ET%2F%40@db/notes", "postgresql://app:***@db/notes"),
+        ("postgresql://app@db/notes?password=SECRET", "postgresql://app@db/notes?password=***"),
+        (
+            "postgres://app@db/notes?sslpassword=SEC%52ET&table=t1",
+            "postgres://app@db/notes?sslpassword=***&table=t1",
+        ),
+        ("POSTGRESQL://app@db/notes?PassWord=SECRET", "POSTGRESQL://app@db/notes?PassWord=***"),
+        # A slash (base64 has them) unencoded: drivers misread it, but it is the password.
+        ("postgresql://app:SEC/RET@db/notes", "postgresql://app:***@db/notes"),
+        ("postgresql://app:SEC/R#ET@db/notes?x=1", "postgresql://app:***@db/notes?x=1"),
+    ],
+)
+def test_a_postgres_urls_password_is_hidden_and_its_other_parameters_kept(
+    url: str, shown: str
+) -> None:
+    """How the CLI shows a URL: with the secret parameters of its scheme."""
+    assert redact_url(url, secret_params_of(url)) == shown
+    assert all("SEC" in secret for secret in url_secrets(url, secret_params_of(url)))
+    assert redact_url(url) == redact_url(url, None)  # every other caller: all values hidden
+
+
+def test_secret_params_are_known_for_postgres_only() -> None:
+    assert secret_params_of("postgresql://h/db") == frozenset(POSTGRES)
+    assert secret_params_of("Postgres://h/db") == frozenset(POSTGRES)
+    for url in ("sqlite:///x.db", "custom://h/x", "memory://", "host=db password=x", ""):
+        assert secret_params_of(url) is None
+
+
+def test_a_path_with_an_at_sign_is_not_taken_for_a_password() -> None:
+    for url in (
+        "sqlite:///with:colon/and@at.db",
+        "postgresql://db:5432/notes",
+        "postgresql://db:5432/notes?application_name=me@host",
+        "postgresql://[::1]:5432/notes",
+    ):
+        assert redact_url(url, secret_params_of(url)) == url
