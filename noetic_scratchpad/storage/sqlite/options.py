@@ -120,9 +120,7 @@ def _table(value: Any) -> str:
 
 def check_path(path: str) -> str:
     """Resolve ``path`` and fail early, with the fix, where SQLite would fail obscurely."""
-    resolved = Path(path).expanduser()
-    if not resolved.is_absolute():
-        resolved = Path.cwd() / resolved
+    resolved = _resolve(path)
     directory = resolved.parent
     directory_mode = _mode_of(directory, resolved)
     if directory_mode is None:
@@ -151,7 +149,14 @@ def database_exists(path: str) -> bool:
     Unlike ``os.path.exists``, a path the system refuses (too long, say) is not "missing"
     but a :class:`StorageConfigError`, as :func:`check_path` reports it.
     """
-    return _mode_of(Path(path).expanduser(), Path(path)) is not None
+    resolved = _resolve(path)
+    return _mode_of(resolved, resolved) is not None
+
+
+def _resolve(path: str) -> Path:
+    """``path`` made absolute (from the working directory), ``~`` expanded."""
+    resolved = Path(path).expanduser()
+    return resolved if resolved.is_absolute() else Path.cwd() / resolved
 
 
 def _mode_of(path: Path, database: Path) -> int | None:
