@@ -383,3 +383,39 @@ def test_serve_banner_hides_the_urls_secrets(capsys: pytest.CaptureFixture[str])
     assert "serving postgresql://app:***@db/notes?sslpassword=***\n" in out
     assert "s3cret" not in out
     assert "k3y-k3y" not in out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["demo"],
+        ["show", "--thread", "t"],
+        ["list"],
+        ["list", "--json"],
+        ["history", "--thread", "t"],
+        ["revert", "--thread", "t", "--to", "1", "--yes"],
+        ["reset", "--all", "--yes"],
+        ["migrate", "--yes"],
+        ["serve", "--port", "0"],
+        ["mcp"],
+    ],
+    ids=" ".join,
+)
+def test_a_sqlite_path_too_long_is_a_configuration_error(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Every command refuses a path the system refuses, as it refuses any bad storage URL:
+    exit code 1, one readable line saying what to do; nothing is created."""
+    url = "sqlite:///" + "a" * 5000 + ".db"
+
+    result = cli(*command, "--storage", url, cwd=tmp_path)
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("noetic-scratchpad: error: cannot open the SQLite database")
+    assert f"too long ({len(str(tmp_path)) + 5004:,} characters, its longest name 5,003)" in (
+        result.stderr
+    )
+    assert result.stderr.endswith("; choose a shorter path\n")
+    assert result.stderr.count("\n") == 1
+    assert len(result.stderr) < 400
+    assert os.listdir(tmp_path) == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 from ..errors import ScratchpadError
 from .common import PROG, CliError
 from .parser import build_parser
+from .stderr_filter import SecretFilter, invocation_secrets
 
 __all__ = ("configure_logging", "main")
 
@@ -40,7 +42,18 @@ def configure_logging(level: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code.
+
+    Whatever it writes to stderr (usage errors, log records, error lines) goes through a
+    :class:`SecretFilter`: no secret of a storage URL reaches it.
+    """
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    with contextlib.redirect_stderr(SecretFilter(sys.stderr, invocation_secrets(arguments))):
+        return run(arguments)
+
+
+def run(argv: Sequence[str]) -> int:
+    """:func:`main`, once stderr is filtered."""
     parser = build_parser()
     args = parser.parse_args(argv)  # exits with 2 on a usage error
     configure_logging(args.log_level or ("error" if args.command == "demo" else "warning"))

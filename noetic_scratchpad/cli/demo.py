@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -13,7 +14,7 @@ from ..items import FunctionCall, Item, LLMResponse, Message
 from ..keys import state_key
 from ..layer import scratchpad
 from ..runtime import Agent, AgentHarness, ModelRequest, ScriptedModel, Turn
-from .common import PROG, storage_url
+from .common import PROG, shown_url, storage_url
 
 
 class TaskNotes(BaseModel):
@@ -142,7 +143,7 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     )
     async with harness:
         await harness.storage.delete(state_key("scratchpad", "thread", args.thread))
-        out(f"Scratchpad demo on {harness.storage_url}, thread {args.thread!r} (reset first).")
+        out(f"Scratchpad demo on {shown_url(url)}, thread {args.thread!r} (reset first).")
         out("Schema: TaskNotes {currentGoal: str, completedSteps: [str], blockers: [str]}")
         await converse(harness, args.thread, out)
         final = await harness.read_state("scratchpad", thread_id=args.thread)
@@ -150,9 +151,17 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     out("Stored scratchpad:")
     out(json.dumps(final, indent=2, ensure_ascii=False))
     out()
-    storage_flag = "" if args.storage is None else f" --storage {args.storage}"
-    out(f"Inspect it: {PROG} show --thread {args.thread}{storage_flag}")
+    out(f"Inspect it: {inspect_command(args.thread, args.storage)}")
+    if args.storage is not None and shown_url(args.storage) != args.storage:
+        out("(with your URL's secrets where it shows ***)")
     return 0
+
+
+def inspect_command(thread: str, storage: str | None) -> str:
+    """The ``show`` command for the demo's thread, ready to paste into a shell; the URL as
+    :func:`~.common.shown_url` shows it (and none when it came from the environment)."""
+    storage_flag = "" if storage is None else f" --storage {shlex.quote(shown_url(storage))}"
+    return f"{PROG} show --thread {shlex.quote(thread)}{storage_flag}"
 
 
 async def converse(harness: AgentHarness, thread: str, out: Printer) -> None:

@@ -21,8 +21,7 @@ import anyio
 from ..errors import ScratchpadConfigError
 from ..keys import check_scope_id
 from ..layer import scratchpad
-from ..storage.redaction import redact_url
-from .common import DEFAULT_STORAGE, PROG, CliError, storage_url
+from .common import DEFAULT_STORAGE, PROG, CliError, shown_url, storage_url
 
 __all__ = ("SchemaImportError", "add_mcp", "cmd_mcp", "load_schema")
 
@@ -106,7 +105,7 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(str(exc)) from None
     url = storage_url(args)
-    logger.info("mcp server on %s, %s scope", redact_url(url), args.scope)
+    logger.info("mcp server on %s, %s scope", shown_url(url), args.scope)
     limit = args.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
     await until_terminated(
         lambda: serve_stdio(url, layer=layer, default_id=default_id, max_message_bytes=limit)

@@ -7,14 +7,13 @@ from typing import Any, Literal
 
 from ..keys import LEGACY_ROOT, Scope, kind_prefix, parse_legacy_state_key, state_key
 from ..storage import StorageBackend, open_storage
-from ..storage.redaction import redact_url
-from .common import logger
+from .common import logger, shown_url
 from .stored import confirm, sqlite_file_missing, stored_url
 
 
 async def cmd_migrate(args: argparse.Namespace) -> int:
     url = stored_url(args)
-    shown = redact_url(url)
+    shown = shown_url(url)
     if sqlite_file_missing(url) is not None:
         print(f"Nothing to migrate: {shown} holds nothing yet.")
         return 0

@@ -18,8 +18,7 @@ from ..keys import (
 )
 from ..render import render_block
 from ..storage import KeyInfo, StorageBackend, open_storage
-from ..storage.redaction import redact_url
-from .common import PROG, CliError
+from .common import PROG, CliError, shown_url
 from .stored import confirm, human_size, iso, scope_of, sqlite_file_missing, stored_url
 
 # -- show ----------------------------------------------------------------------------------
@@ -43,7 +42,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
             if legacy is not None
             else f"`{PROG} list` shows what is stored"
         )
-        shown = redact_url(url)
+        shown = shown_url(url)
         raise CliError(f"no {args.layer} stored for {kind} {scope_key!r} in {shown}; {hint}")
     if args.json:
         print(json.dumps(state, indent=2, ensure_ascii=False))
@@ -95,21 +94,22 @@ async def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
     elif not rows:
-        print(f"No {args.layer} is stored in {url}.")
+        print(f"No {args.layer} is stored in {shown_url(url)}.")
     else:
-        print_table(rows, url)
+        print_table(rows, shown_url(url))
     return 0
 
 
-def print_table(rows: list[dict[str, Any]], url: str) -> None:
-    """The rows of ``list`` for a reader, with a line on any left in the legacy layout."""
+def print_table(rows: list[dict[str, Any]], shown: str) -> None:
+    """The rows of ``list`` for a reader, with a line on any left in the legacy layout;
+    ``shown`` is the storage URL as :func:`~.common.shown_url` shows it."""
     width = max(len("ID"), *(len(row["scope_key"]) for row in rows))
     print(f"{'SCOPE':<8}  {'ID':<{width}}  {'SIZE':>9}  LAST WRITE (UTC)")
     for row in rows:
         when = row["updated_at"].replace("T", " ").removesuffix("Z")
         size = human_size(row["size"])
         print(f"{row['scope']:<8}  {row['scope_key']:<{width}}  {size:>9}  {when}")
-    print(f"{len(rows)} scope(s) in {url}")
+    print(f"{len(rows)} scope(s) in {shown}")
     legacy = sum(row["scope"] == "legacy" for row in rows)
     if legacy:
         print(
@@ -123,6 +123,7 @@ def print_table(rows: list[dict[str, Any]], url: str) -> None:
 
 async def cmd_reset(args: argparse.Namespace) -> int:
     url = stored_url(args)
+    shown = shown_url(url)
     scope = None if args.all else scope_of(args)
     what = (
         f"every {args.layer} (all threads and resources)"
@@ -130,16 +131,16 @@ async def cmd_reset(args: argparse.Namespace) -> int:
         else f"the {args.layer} of {scope[0]} {scope[1]!r}"
     )
     if sqlite_file_missing(url) is not None:
-        print(f"Nothing to reset: {url} holds nothing yet.")
+        print(f"Nothing to reset: {shown} holds nothing yet.")
         return 0
     backend = await open_storage(url)
     try:
         keys = await keys_to_reset(backend, args.layer, scope)
         if not keys:
-            print(f"Nothing to reset: no {what.removeprefix('the ')} in {url}.")
+            print(f"Nothing to reset: no {what.removeprefix('the ')} in {shown}.")
             return 0
         if not args.yes:
-            confirm(f"Delete {what} in {url} ({len(keys)} key(s))? [y/N] ")
+            confirm(f"Delete {what} in {shown} ({len(keys)} key(s))? [y/N] ")
         for key in keys:
             await backend.delete(key)
     finally:

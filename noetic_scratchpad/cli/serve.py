@@ -20,8 +20,7 @@ from typing import Any
 
 from ..layer import ScratchpadLayer, scratchpad
 from ..storage import open_storage
-from ..storage.redaction import redact_url
-from .common import PROG, CliError, logger, storage_url
+from .common import PROG, CliError, logger, shown_url, storage_url
 
 __all__ = ("TOKEN_ENV", "add_serve", "cmd_serve")
 
@@ -175,7 +174,7 @@ def print_banner(url: str, sock: socket.socket, token: bool) -> None:
         else "no token: anyone who can reach this address can read and write"
     )
     print(
-        f"{PROG} serving {redact_url(url)}\n"
+        f"{PROG} serving {shown_url(url)}\n"
         f"  inspector  {base}\n"
         f"  API        {base}api/scopes   (OpenAPI: {base}openapi.json)\n"
         f"  auth       {auth}\n"

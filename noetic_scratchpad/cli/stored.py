@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 from ..keys import Scope, scope_prefix
-from .common import CliError, storage_url
+from .common import CliError, shown_url, storage_url
 
 
 def stored_url(args: argparse.Namespace) -> str:
@@ -17,8 +16,8 @@ def stored_url(args: argparse.Namespace) -> str:
     url = storage_url(args)
     if url.lower().startswith("memory:"):
         raise CliError(
-            f"{url} keeps data only inside the process that wrote it, so there is nothing "
-            "to inspect here; use a sqlite:// or postgresql:// URL"
+            f"{shown_url(url)} keeps data only inside the process that wrote it, so there is "
+            "nothing to inspect here; use a sqlite:// or postgresql:// URL"
         )
     return url
 
@@ -26,14 +25,15 @@ def stored_url(args: argparse.Namespace) -> str:
 def sqlite_file_missing(url: str) -> str | None:
     """The path of a ``sqlite://`` database that does not exist yet, else ``None``.
 
-    Inspecting must not create an empty database as a side effect.
+    Inspecting must not create an empty database as a side effect. A path the system
+    refuses (too long) is a :class:`~noetic_scratchpad.StorageConfigError`, not "missing".
     """
     if not url.lower().startswith("sqlite:"):
         return None
-    from ..storage.sqlite import parse_sqlite_url
+    from ..storage.sqlite.options import database_exists, parse_sqlite_url
 
     path = parse_sqlite_url(url).path
-    return None if os.path.exists(path) else path
+    return None if database_exists(path) else path
 
 
 def scope_of(args: argparse.Namespace) -> tuple[Scope, str]:
