@@ -188,6 +188,29 @@ def test_display_redacts_password_query_parameters() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        # An unencoded "/" ends the host part early: "SEC" reads as the port.
+        ("postgresql://app:SEC/RET@127.0.0.1/test", "port of"),
+        ("postgresql://app:SECRET@127.0.0.1:99999/test", "port of"),
+        ("postgresql://app:SECRET@127.0.0.1:0/test", "port of"),
+        ("postgresql://app:SECRET@127.0.0.1:" + "9" * 5000 + "/test", "port of"),
+        ("postgresql://app:SECRET@h1:5432,h2:port/test", "port of"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_a_bad_port_is_a_config_error_that_shows_no_password(url: str, message: str) -> None:
+    """A port that is not a number from 1 to 65535 (often a password with an unencoded
+    ``/``) is a StorageConfigError that says what to fix, with no part of the password."""
+    _postgres_module()
+    with pytest.raises(StorageConfigError, match=message) as info:
+        await open_storage(url)
+
+    assert "SEC" not in str(info.value)
+    assert "percent-encode" in str(info.value)
+
+
 @pytest.mark.asyncio
 async def test_password_query_parameter_never_shown_when_the_server_is_unreachable() -> None:
     """A ``?password=`` in the URL of a server that does not answer is not in the error's

@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ...errors import StorageConfigError
 from .._options import int_option
-from ..redaction import REDACTED, redact_url, url_secrets
+from ..redaction import REDACTED, SECRET_PARAMS, redact_url, url_secrets
 
 __all__ = (
     "DEFAULT_MAX_SIZE",
@@ -43,12 +43,12 @@ DEFAULT_MAX_SIZE = 10
 _SCHEMES = ("postgresql", "postgres")
 _OUR_PARAMS = ("table", "pool_size", "min_size", "max_size")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PORT = re.compile(r"[0-9]{1,5}")
 _MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1; longer names are silently cut
 _JOURNAL_SUFFIX = "_journal"
 _RETIRED_SUFFIX = "_retired"
-# The parameters whose value is a secret (libpq's and asyncpg's names; passfile is a path):
-# shown as ``***``, the others as written.
-_SECRET_PARAMS = frozenset({"password", "sslpassword"})
+# The parameters whose value is a secret: shown as ``***``, the others as written.
+_SECRET_PARAMS = SECRET_PARAMS["postgresql"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +126,7 @@ def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
         raise StorageConfigError(
             f"{display!r} is not a PostgreSQL URL; use postgresql://user@host:5432/dbname"
         )
+    _check_ports(parts.netloc, display)
     ours, passed = _split_query(parts.query, display)
     merged = _merge_options(ours, options)
     table = str(merged.get("table", DEFAULT_TABLE))
@@ -140,6 +141,20 @@ def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
         redact_url(dsn, _SECRET_PARAMS),
         url_secrets(url, _SECRET_PARAMS),
     )
+
+
+def _check_ports(netloc: str, display: str) -> None:
+    """Refuse a port that is not a number from 1 to 65535, before the driver does with
+    a raw error. Most often it is the start of a password with an unencoded ``/``
+    (``user:pass/word@host`` ends the host part at the ``/``), so the port itself is never
+    shown."""
+    for host in netloc.rpartition("@")[2].split(","):  # asyncpg takes several hosts
+        port = host.rpartition("]")[2].partition(":")[2]  # after an IPv6 address's ]
+        if port and not (_PORT.fullmatch(port) and 1 <= int(port) <= 65535):
+            raise StorageConfigError(
+                f"the port of {display!r} is not a number from 1 to 65535; if the password "
+                "holds '/', '?', '#' or '@', percent-encode them ('/' is %2F)"
+            )
 
 
 def _split_query(query: str, display: str) -> tuple[dict[str, str], list[str]]:
