@@ -20,7 +20,9 @@ from .events import EventBus, ScratchpadEvent
 from .storage.base import (
     Commit,
     CommitFn,
+    JournalCommitFn,
     JournalRow,
+    JournalView,
     JsonValue,
     KeyInfo,
     Revision,
@@ -177,6 +179,10 @@ class FaultyStorage(StorageBackend):
     async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
         return await self._call("journal", lambda: self.inner.journal(key, limit=limit))
 
+    async def journal_view(self, key: str, *, limit: int) -> JournalView:
+        # A read of the journal: faults of "journal" apply.
+        return await self._call("journal", lambda: self.inner.journal_view(key, limit=limit))
+
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
         stall, fail = self._write_faults("update")
 
@@ -196,6 +202,22 @@ class FaultyStorage(StorageBackend):
 
         transition = failing if fail else fn
         return await self._around(stall, lambda: self.inner.commit(key, transition, keep=keep))
+
+    async def commit_with_journal(
+        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
+    ) -> Revision:
+        # A commit: faults of "commit" apply, in the middle of the write as there.
+        stall, fail = self._write_faults("commit")
+
+        def failing(current: Revision, rows: builtins.list[JournalRow]) -> Commit:
+            fn(current, rows)
+            raise self.error
+
+        transition = failing if fail else fn
+        return await self._around(
+            stall,
+            lambda: self.inner.commit_with_journal(key, transition, keep=keep, after=after),
+        )
 
     def _write_faults(self, operation: Operation) -> tuple[bool, bool]:
         """Whether this call of a read-modify-write stalls, and whether it fails."""

@@ -18,14 +18,18 @@ from typing import Any, Self
 from .. import _json
 
 __all__ = (
+    "MAX_JOURNAL_LIMIT",
     "Commit",
     "CommitFn",
+    "JournalCommitFn",
     "JournalRow",
+    "JournalView",
     "JsonValue",
     "KeyInfo",
     "Revision",
     "StorageBackend",
     "UpdateFn",
+    "journal_limit",
 )
 
 JsonValue = Any
@@ -74,6 +78,30 @@ class JournalRow:
     revision: int
     written_at: float
     entry: JsonValue
+
+
+JournalCommitFn = Callable[[Revision, list[JournalRow]], Commit]
+"""A :data:`CommitFn` that also sees the key's journal rows (see
+:meth:`StorageBackend.commit_with_journal`)."""
+
+#: The largest journal ``limit`` that means something: a 64-bit SQL integer's. No key has
+#: that many rows, so a larger limit reads as this one (see :func:`journal_limit`).
+MAX_JOURNAL_LIMIT = 2**63 - 1
+
+
+def journal_limit(limit: int) -> int:
+    """``limit`` as a backend can pass it to SQL: 0 for a negative one (nothing), at most
+    :data:`MAX_JOURNAL_LIMIT` (everything)."""
+    return min(max(limit, 0), MAX_JOURNAL_LIMIT)
+
+
+@dataclass(frozen=True, slots=True)
+class JournalView:
+    """A key's value and revision (``None``: missing) and its newest journal rows, newest
+    first, as they were at one instant (see :meth:`StorageBackend.journal_view`)."""
+
+    current: Revision | None
+    rows: builtins.list[JournalRow]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +186,27 @@ class StorageBackend(ABC):
 
     @abstractmethod
     async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
-        """The ``limit`` newest journal rows of ``key``, newest first."""
+        """The ``limit`` newest journal rows of ``key``, newest first (none for a limit of
+        0 or below; every row for one of :data:`MAX_JOURNAL_LIMIT` or more)."""
+
+    @abstractmethod
+    async def journal_view(self, key: str, *, limit: int) -> JournalView:
+        """The value at ``key`` with its revision, and its ``limit`` newest journal rows
+        (as :meth:`journal`), read at one instant (one transaction), so that they agree:
+        no write comes between the two reads, as one would leave the journal ahead of the
+        value (a history would show a gap that is not there)."""
+
+    @abstractmethod
+    async def commit_with_journal(
+        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
+    ) -> Revision:
+        """:meth:`commit`, where ``fn`` also gets the key's journal rows above revision
+        ``after`` (``0 <= after <= MAX_JOURNAL_LIMIT``), newest first, as the same
+        transaction sees them: those the writes before it left (the commits of its own
+        batch included, the rows they trim excluded; none for a missing key). From the
+        value and revision it gets and those rows, ``fn`` can rebuild the state of any
+        revision they reach back to and write it, with no write landing in between (a
+        revert does)."""
 
     @abstractmethod
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:

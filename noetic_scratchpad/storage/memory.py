@@ -5,13 +5,16 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Iterable
+from itertools import takewhile
 from typing import Any
 
 from .. import _json
 from .base import (
     Commit,
     CommitFn,
+    JournalCommitFn,
     JournalRow,
+    JournalView,
     JsonValue,
     KeyInfo,
     Revision,
@@ -105,10 +108,30 @@ class MemoryStorage(StorageBackend):
         self._written_at[key] = now
         return stored
 
+    async def commit_with_journal(
+        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
+    ) -> Revision:
+        # The rows are read inside commit, which never awaits: nothing lands in between.
+        return await self.commit(
+            key, lambda current: fn(current, self._rows_above(key, after)), keep=keep
+        )
+
     async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
+        return self._newest_rows(key, limit)
+
+    async def journal_view(self, key: str, *, limit: int) -> JournalView:
+        stored = self._values.get(key)  # read with the rows, never awaiting in between
+        current = None if stored is None else Revision(_copy(stored.value), stored.revision)
+        return JournalView(current, self._newest_rows(key, limit))
+
+    def _newest_rows(self, key: str, limit: int) -> builtins.list[JournalRow]:
         rows = self._journals.get(key, ())
         newest = builtins.list(reversed(rows))[: max(limit, 0)]
         return [JournalRow(rev, at, _json.loads(data)) for rev, at, data in newest]
+
+    def _rows_above(self, key: str, after: int) -> builtins.list[JournalRow]:
+        above = takewhile(lambda row: row[0] > after, reversed(self._journals.get(key, ())))
+        return [JournalRow(rev, at, _json.loads(data)) for rev, at, data in above]
 
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
         return [

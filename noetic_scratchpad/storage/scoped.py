@@ -7,7 +7,16 @@ from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from ..keys import Scope, scope_prefix
-from .base import CommitFn, JournalRow, JsonValue, Revision, StorageBackend, UpdateFn
+from .base import (
+    CommitFn,
+    JournalCommitFn,
+    JournalRow,
+    JournalView,
+    JsonValue,
+    Revision,
+    StorageBackend,
+    UpdateFn,
+)
 
 if TYPE_CHECKING:
     from ..context import ExecutionContext
@@ -84,6 +93,14 @@ class ScopedStorage:
 
     async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
         return await self.backend.journal(self.prefix + key, limit=limit)
+
+    async def journal_view(self, key: str, *, limit: int) -> JournalView:
+        return await self.backend.journal_view(self.prefix + key, limit=limit)
+
+    async def commit_with_journal(
+        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
+    ) -> Revision:
+        return await self.backend.commit_with_journal(self.prefix + key, fn, keep=keep, after=after)
 
     def __repr__(self) -> str:
         return (

@@ -20,7 +20,7 @@ from noetic_scratchpad.testing import FaultyStorage, InjectedFault
 
 CONTRACT = {
     *("get", "set", "delete", "list", "get_many", "update", "describe", "aclose"),
-    *("commit", "get_revision", "journal"),
+    *("commit", "get_revision", "journal", "journal_view", "commit_with_journal"),
 }
 
 

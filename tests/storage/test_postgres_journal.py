@@ -180,17 +180,17 @@ async def test_an_unreadable_journal_row_is_skipped_and_reported(
     tables: Tables, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A journal row whose entry cannot be decoded is left out with a warning naming the
-    key and revision; the other rows and the state still read."""
-    from noetic_scratchpad.storage.postgres import store
+    key and revision; the other rows and the state still read, alone or together."""
+    from noetic_scratchpad.storage.postgres import journal
 
-    decode = store.decode_text
+    decode = journal.decode_text
 
     def picky(text: bytes) -> Any:
         if b"bad" in text:
             raise ValueError("cannot decode")
         return decode(text)
 
-    monkeypatch.setattr(store, "decode_text", picky)
+    monkeypatch.setattr(journal, "decode_text", picky)
     async with await open_storage(tables.url) as storage:
         for entry in ("ok 1", "bad", "ok 3"):
             await storage.commit("k", journaled(entry), keep=5)
@@ -201,6 +201,8 @@ async def test_an_unreadable_journal_row_is_skipped_and_reported(
         assert "'k'" in record.getMessage()
         assert "revision 2" in record.getMessage()
         assert await storage.get_revision("k") == Revision("ok 3", 3)
+        view = await storage.journal_view("k", limit=5)
+        assert (view.current, view.rows) == (Revision("ok 3", 3), rows)
 
 
 # -- the retired table: a key's revisions never repeat, even across delete -----------------

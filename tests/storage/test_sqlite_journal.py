@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from noetic_scratchpad import StorageError
-from noetic_scratchpad.storage.base import Commit, Revision
+from noetic_scratchpad.storage.base import Commit, JournalRow, Revision
 from noetic_scratchpad.storage.sqlite import SqliteStorage
 from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 
@@ -365,7 +365,16 @@ async def test_an_unreadable_journal_row_is_skipped_and_reported(
         assert "'k'" in record.getMessage()
         assert "revision 2" in record.getMessage()
         assert await storage.get_revision("k") == Revision(2, 3)
-        assert await storage.commit("k", journaled(3), keep=5) == Revision(3, 4)
+        view = await storage.journal_view("k", limit=5)
+        assert (view.current, view.rows) == (Revision(2, 3), rows)
+        handed: list[list[int]] = []
+
+        def commit(current: Revision, rows: list[JournalRow]) -> Commit:
+            handed.append([row.revision for row in rows])
+            return Commit(3, 3)
+
+        assert await storage.commit_with_journal("k", commit, keep=5, after=0) == Revision(3, 4)
+        assert handed == [[3, 1]]
 
 
 async def test_journal_rows_left_by_a_writer_without_journal_are_dropped(

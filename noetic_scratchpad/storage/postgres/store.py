@@ -10,7 +10,6 @@ connection of the pool and queueing on the row lock.
 from __future__ import annotations
 
 import builtins
-import logging
 from collections.abc import Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -24,24 +23,26 @@ from ...locks import KeyedBatcher
 from .._options import int_option
 from ..base import (
     CommitFn,
+    JournalCommitFn,
     JournalRow,
+    JournalView,
     JsonValue,
     KeyInfo,
     Revision,
     StorageBackend,
     UpdateFn,
+    journal_limit,
 )
-from .codec import decode_text, encode
+from .codec import encode
 from .connection import create_pool, pooled_connection
 from .failures import DRIVER_ERRORS, ROLLED_BACK, UNCHANGED, UNCONFIRMED, storage_error
+from .journal import decode_journal
 from .options import PostgresSettings, parse_postgres_url
 from .schema import prepare_tables
 from .table import TableSql, fetch_prefix
 from .writer import CommitJob, update_row
 
 __all__ = ("PostgresStorage",)
-
-logger = logging.getLogger("noetic_scratchpad.storage.postgres")
 
 _CLOSE_TIMEOUT = 10.0
 
@@ -139,27 +140,24 @@ class PostgresStorage(StorageBackend):
         return None if row is None else Revision(row["value"], row["revision"])
 
     async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
-        if limit <= 0:
+        limit = journal_limit(limit)
+        if limit == 0:
             return []
         async with self._connection("read the journal", key) as conn:
             rows = await conn.fetch(self._sql.journal_rows, key, limit)
-        journal: builtins.list[JournalRow] = []
-        for row in rows:
-            try:
-                entry = decode_text(row["entry"].encode())
-            except (ValueError, RecursionError) as exc:
-                # One bad row costs its entry, never the others'.
-                logger.warning(
-                    "skipped the journal row of %r at revision %s in %r: its entry cannot "
-                    "be read (%s); delete the row or the key's journal to silence this",
-                    key,
-                    row["revision"],
-                    self.settings.journal_table,
-                    exc,
-                )
-                continue
-            journal.append(JournalRow(row["revision"], row["written_at"], entry))
-        return journal
+        return decode_journal(self.settings.journal_table, key, rows)
+
+    async def journal_view(self, key: str, *, limit: int) -> JournalView:
+        limit = journal_limit(limit)
+        async with (
+            self._connection("read the journal", key) as conn,
+            # One snapshot for both statements: no commit lands between them.
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            found = await conn.fetchrow(self._sql.get_revision, key)
+            rows = await conn.fetch(self._sql.journal_rows, key, limit) if limit else []
+        current = None if found is None else Revision(found["value"], found["revision"])
+        return JournalView(current, decode_journal(self.settings.journal_table, key, rows))
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
         async with self._connection("list keys") as conn:
@@ -190,6 +188,15 @@ class PostgresStorage(StorageBackend):
         statement as the write; see :meth:`StorageBackend.commit`."""
         self._check_open()
         result: Revision = await self._batcher.submit(key, CommitJob(fn, keep, False))
+        return result
+
+    async def commit_with_journal(
+        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
+    ) -> Revision:
+        """:meth:`commit`, with the journal rows above ``after`` read under the row lock;
+        see :meth:`StorageBackend.commit_with_journal`."""
+        self._check_open()
+        result: Revision = await self._batcher.submit(key, CommitJob(fn, keep, False, after))
         return result
 
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:

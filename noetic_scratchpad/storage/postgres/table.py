@@ -47,6 +47,7 @@ class TableSql:
         "get_many",
         "get_revision",
         "journal",
+        "journal_above",
         "journal_rows",
         "keys",
         "lock",
@@ -125,6 +126,12 @@ class TableSql:
         self.journal_rows = (
             "SELECT revision, extract(epoch FROM written_at)::float8 AS written_at, "
             f"entry::text AS entry FROM {j} WHERE key = $1 ORDER BY revision DESC LIMIT $2"
+        )
+        # The rows above a revision ($2), read under the row lock by a commit that needs them.
+        self.journal_above = (
+            "SELECT revision, extract(epoch FROM written_at)::float8 AS written_at, "
+            f"entry::text AS entry FROM {j} WHERE key = $1 AND revision > $2 "
+            "ORDER BY revision DESC"
         )
         self.keys = _range_scan(t, "key")
         self.describe = _range_scan(

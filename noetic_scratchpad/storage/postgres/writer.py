@@ -20,7 +20,8 @@ retired table's), so that a key's revisions never repeat.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,9 +30,10 @@ import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
 from ... import _json
 from ...errors import StorageError, StorageOutcomeUnknownError
-from ..base import Revision
-from .codec import escape
+from ..base import JournalRow, Revision
+from .codec import decode_text, escape
 from .failures import CONNECTION_LOST, UNCONFIRMED, storage_error
+from .journal import decode_journal
 from .options import PostgresSettings
 from .table import TableSql
 
@@ -46,11 +48,13 @@ _LOCK_ATTEMPTS = 8
 class CommitJob:
     """A read-modify-write. ``plain``: an ``update`` (``fn`` maps the value to the new
     value, its outcome); else a ``commit`` (``fn`` maps a ``Revision`` to a ``Commit``,
-    whose entry is journaled when ``keep`` is positive)."""
+    whose entry is journaled when ``keep`` is positive). ``after``: a
+    ``commit_with_journal``, whose ``fn`` also gets the journal rows above that revision."""
 
-    fn: Callable[[Any], Any]
+    fn: Callable[..., Any]
     keep: int = 0
     plain: bool = True
+    after: int | None = None
 
 
 @dataclass(slots=True)
@@ -70,7 +74,7 @@ async def update_row(
     sql: TableSql,
     settings: PostgresSettings,
     key: str,
-    jobs: Iterable[CommitJob],
+    jobs: Sequence[CommitJob],
 ) -> list[Any]:
     """Run ``jobs`` on the row of ``key`` in one transaction holding its row lock.
 
@@ -81,7 +85,9 @@ async def update_row(
     await transaction.start()
     try:
         # The row lock is held from here to the end of the transaction.
-        done = _apply(jobs, *await _lock_row(conn, sql, settings, key))
+        current, base = await _lock_row(conn, sql, settings, key)
+        stored = await _journal_needed(conn, sql, settings, key, jobs)
+        done = _apply(jobs, current, base, stored)
         if done.data is not None:
             await _write(conn, sql, key, done)
     except BaseException:
@@ -120,9 +126,30 @@ async def _lock_row(
     )
 
 
-def _apply(jobs: Iterable[CommitJob], current: Revision, base: int) -> _Outcome:
+async def _journal_needed(
+    conn: asyncpg.Connection,
+    sql: TableSql,
+    settings: PostgresSettings,
+    key: str,
+    jobs: Sequence[CommitJob],
+) -> list[JournalRow]:
+    """The stored journal rows the batch's ``commit_with_journal`` jobs need (above the
+    lowest revision one asks for), read once the row is locked, so that no commit adds or
+    trims any until this transaction ends; none when no job needs them. (A row inserted
+    to be locked has none: the lock statement cleared what a writer left.)"""
+    wanted = [job.after for job in jobs if job.after is not None]
+    if not wanted:
+        return []
+    records = await conn.fetch(sql.journal_above, key, min(wanted))
+    return decode_journal(settings.journal_table, key, records)
+
+
+def _apply(
+    jobs: Sequence[CommitJob], current: Revision, base: int, stored: list[JournalRow]
+) -> _Outcome:
     """Run the queued jobs in order, each on the result of the last one that worked; the
-    first write is stored at ``base + 1`` (``current.revision + 1`` but for a created row)."""
+    first write is stored at ``base + 1`` (``current.revision + 1`` but for a created row).
+    ``stored``: the journal rows the ``commit_with_journal`` jobs need."""
     done = _Outcome(current.value, base)
     seen = current.revision  # what a commit's fn is shown: 0 until a write is made
     for job in jobs:
@@ -130,6 +157,10 @@ def _apply(jobs: Iterable[CommitJob], current: Revision, base: int) -> _Outcome:
             if job.plain:
                 new, entry = job.fn(done.value), None
                 data = _json.dumps(new)
+            elif job.after is not None:
+                rows = _journal_above(done, stored, job.after)
+                commit = job.fn(Revision(done.value, seen), rows)
+                new, entry, data = commit.value, commit.entry, commit.json()
             else:
                 commit = job.fn(Revision(done.value, seen))
                 new, entry, data = commit.value, commit.entry, commit.json()
@@ -146,6 +177,19 @@ def _apply(jobs: Iterable[CommitJob], current: Revision, base: int) -> _Outcome:
             done.floor = max(done.floor, revision - job.keep)
         done.outcomes.append(new if job.plain else Revision(new, revision))
     return done
+
+
+def _journal_above(done: _Outcome, stored: list[JournalRow], after: int) -> list[JournalRow]:
+    """The journal rows above ``after``, newest first, as the batch leaves them so far:
+    those of its earlier commits, then the stored ones, less what it trims."""
+    floor = max(after, done.floor)
+    now = time.time()
+    rows = [
+        JournalRow(revision, now, decode_text(entry))
+        for revision, entry in reversed(done.journal)
+        if revision > floor
+    ]
+    return rows + [row for row in stored if row.revision > floor]
 
 
 async def _write(conn: asyncpg.Connection, sql: TableSql, key: str, done: _Outcome) -> None:

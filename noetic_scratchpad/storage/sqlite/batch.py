@@ -23,12 +23,15 @@ __all__ = ("Batch", "CommitJob", "DeleteJob", "Job", "KeyState", "SetJob", "Unpa
 class CommitJob:
     """A read-modify-write of ``key``. ``plain``: an ``update`` (``fn`` maps the value to
     the new value, and its outcome is that value); else a ``commit`` (``fn`` maps a
-    ``Revision`` to a ``Commit``, whose entry is journaled when ``keep`` is positive)."""
+    ``Revision`` to a ``Commit``, whose entry is journaled when ``keep`` is positive).
+    ``after``: a ``commit_with_journal``, whose ``fn`` also gets the journal rows above
+    that revision."""
 
     key: str
-    fn: Callable[[Any], Any]
+    fn: Callable[..., Any]
     keep: int = 0
     plain: bool = True
+    after: int | None = None
 
 
 @dataclass(slots=True)

@@ -9,11 +9,11 @@ with a single key: the writes that arrive while a transaction runs make up the n
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
-import logging
 import sqlite3
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import aiosqlite
 import anyio
@@ -23,12 +23,15 @@ from ...errors import StorageError
 from ...locks import KeyedBatcher
 from ..base import (
     CommitFn,
+    JournalCommitFn,
     JournalRow,
+    JournalView,
     JsonValue,
     KeyInfo,
     Revision,
     StorageBackend,
     UpdateFn,
+    journal_limit,
 )
 from .connection import (
     check_aiosqlite,
@@ -38,12 +41,12 @@ from .connection import (
     run_in_connection_thread,
 )
 from .options import SqliteOptions, check_path, parse_sqlite_url
-from .table import TableSql, decode_row
+from .table import TableSql, decode_journal, decode_row
 from .writer import CommitJob, DeleteJob, Job, SetJob, SqliteWriter
 
 __all__ = ("SqliteStorage",)
 
-logger = logging.getLogger("noetic_scratchpad.storage.sqlite")
+_T = TypeVar("_T")
 
 #: Keys per ``IN (...)`` query: under SQLite's smallest host-parameter limit (999).
 _GET_MANY_CHUNK = 500
@@ -118,44 +121,39 @@ class SqliteStorage(StorageBackend):
         return None
 
     async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
-        if limit <= 0:  # (SQLite reads a negative LIMIT as none)
+        limit = journal_limit(limit)
+        if limit == 0:  # (SQLite reads a negative LIMIT as none)
             return []
         rows = await self._read(self._sql.journal_rows, (key, limit))
-        journal: builtins.list[JournalRow] = []
-        for revision, written_at, data in rows:
-            try:
-                entry = _json.loads(data.decode())
-            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-                # One bad row (another program's) costs its entry, never the others.
-                logger.warning(
-                    "skipped the journal row of %r at revision %s in %s: its entry is not "
-                    "JSON text (%s); delete the row or the key's journal to silence this",
-                    key,
-                    revision,
-                    self.path,
-                    exc,
-                )
-                continue
-            journal.append(JournalRow(revision, written_at, entry))
-        return journal
+        return decode_journal(self.path, key, rows)
+
+    async def journal_view(self, key: str, *, limit: int) -> JournalView:
+        found, rows = await self._reading(_read_view, self._sql, key, journal_limit(limit))
+        current = None
+        for data, revision in found:
+            current = Revision(decode_row(self.path, key, data), revision)
+        return JournalView(current, decode_journal(self.path, key, rows))
 
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
         rows = await self._read(*self._sql.describe(prefix))
         return [KeyInfo(*row) for row in rows]
 
     async def _read(self, sql: str, params: Sequence[Any]) -> builtins.list[Any]:
+        return await self._reading(fetch_all, sql, params)
+
+    async def _reading(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(conn, *args)`` in the read-only connection's thread."""
         if self._closed:
             raise self._closed_error()
         try:
-            rows = await run_in_connection_thread(
-                self._reader, fetch_all, raw_connection(self._reader), sql, params
+            return await run_in_connection_thread(
+                self._reader, fn, raw_connection(self._reader), *args
             )
         except sqlite3.Error as exc:
             raise StorageError(
                 f"reading the SQLite database {self.path} failed ({exc}); check that the file "
                 "is intact and readable"
             ) from exc
-        return builtins.list(rows)
 
     # -- writes: one writer per process, group commit --------------------------------------
 
@@ -171,6 +169,12 @@ class SqliteStorage(StorageBackend):
 
     async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
         revision: Revision = await self._submit(CommitJob(key, fn, keep, False))
+        return revision
+
+    async def commit_with_journal(
+        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
+    ) -> Revision:
+        revision: Revision = await self._submit(CommitJob(key, fn, keep, False, after))
         return revision
 
     async def _submit(self, job: Job) -> Any:
@@ -197,3 +201,20 @@ class SqliteStorage(StorageBackend):
         return StorageError(
             f"the SQLite storage {self.path} is closed; open it again with open_storage()"
         )
+
+
+def _read_view(
+    conn: sqlite3.Connection, sql: TableSql, key: str, limit: int
+) -> tuple[builtins.list[Any], builtins.list[Any]]:
+    """A key's row and its newest journal rows, in one read transaction: one snapshot
+    of the file (WAL), whatever commits meanwhile."""
+    conn.execute("BEGIN")
+    try:
+        found = fetch_all(conn, sql.get_revision, (key,))
+        rows = fetch_all(conn, sql.journal_rows, (key, limit)) if limit > 0 else []
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):  # SQLite may have ended it already
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("ROLLBACK")  # a read: nothing to keep; releases the snapshot
+    return found, rows

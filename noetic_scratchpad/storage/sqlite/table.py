@@ -16,15 +16,26 @@ connection or of every other key read with it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 from ... import _json
 from ...errors import StorageConfigError, StorageCorruptError
 from .._prefix import prefix_upper_bound
-from ..base import JsonValue
+from ..base import JournalRow, JsonValue
 
-__all__ = ("TableSql", "create_table", "decode_row", "journal_table", "retired_table")
+__all__ = (
+    "TableSql",
+    "create_table",
+    "decode_journal",
+    "decode_row",
+    "journal_table",
+    "retired_table",
+)
+
+logger = logging.getLogger("noetic_scratchpad.storage.sqlite")
 
 
 def journal_table(table: str) -> str:
@@ -46,6 +57,7 @@ class TableSql:
         "get",
         "get_revision",
         "journal",
+        "journal_above",
         "journal_insert",
         "journal_rows",
         "journal_trim",
@@ -99,6 +111,10 @@ class TableSql:
             f"SELECT revision, written_at, CAST(entry AS BLOB) FROM {j} WHERE key = ? "
             "ORDER BY revision DESC LIMIT ?"
         )
+        self.journal_above = (
+            f"SELECT revision, written_at, CAST(entry AS BLOB) FROM {j} WHERE key = ? "
+            "AND revision > ? ORDER BY revision DESC"
+        )
 
     def get_many(self, count: int) -> str:
         marks = ", ".join("?" * count)
@@ -138,6 +154,29 @@ def decode_row(path: str, key: str, data: bytes) -> JsonValue:
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         where = f"the value stored at {key!r} in {path}"
         raise StorageCorruptError.unreadable(where, exc) from None
+
+
+def decode_journal(
+    path: str, key: str, rows: Iterable[tuple[int, float, bytes]]
+) -> list[JournalRow]:
+    """Journal rows read as (revision, written_at, entry bytes); a row whose entry is not
+    JSON text (another program's) is logged and skipped: it costs its entry alone."""
+    journal: list[JournalRow] = []
+    for revision, written_at, data in rows:
+        try:
+            entry = _json.loads(data.decode())
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            logger.warning(
+                "skipped the journal row of %r at revision %s in %s: its entry is not "
+                "JSON text (%s); delete the row or the key's journal to silence this",
+                key,
+                revision,
+                path,
+                exc,
+            )
+            continue
+        journal.append(JournalRow(revision, written_at, entry))
+    return journal
 
 
 # -- creating and upgrading ---------------------------------------------------------------

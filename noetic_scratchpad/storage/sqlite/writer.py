@@ -37,11 +37,11 @@ import aiosqlite
 
 from ... import _json
 from ...errors import StorageBusyError, StorageError
-from ..base import Revision
+from ..base import JournalRow, Revision
 from .batch import Batch, CommitJob, DeleteJob, Job, KeyState, SetJob, Unparsed
 from .connection import SQLITE_BUSY, error_code, raw_connection, run_in_connection_thread
 from .options import SqliteOptions
-from .table import TableSql, decode_row
+from .table import TableSql, decode_journal, decode_row
 
 __all__ = ("CommitJob", "DeleteJob", "Job", "SetJob", "SqliteWriter")
 
@@ -164,7 +164,11 @@ class SqliteWriter:
             else:
                 # A missing key reads as revision 0, whatever revisions it had before.
                 revision = state.revision if state.exists else 0
-                commit = job.fn(Revision(state.value, revision or 0))
+                current = Revision(state.value, revision or 0)
+                if job.after is None:
+                    commit = job.fn(current)
+                else:
+                    commit = job.fn(current, self._journal_above(conn, job.key, state, job.after))
                 value, entry, data = commit.value, commit.entry, commit.json()
             text = data.decode()
             if entry is not None:
@@ -175,6 +179,24 @@ class SqliteWriter:
             return exc
         revision = state.commit(value, text, entry, job.keep)
         return value if job.plain else Revision(value, revision)
+
+    def _journal_above(
+        self, conn: sqlite3.Connection, key: str, state: KeyState, after: int
+    ) -> list[JournalRow]:
+        """The key's journal rows above ``after``, newest first, as this transaction leaves
+        them so far: those of earlier commits in the batch, then the stored ones, less what
+        the batch trims or clears (a deleted or new row keeps none of the stored ones)."""
+        floor = max(after, state.floor)
+        now = time.time()
+        rows = [
+            JournalRow(revision, now, _json.loads(entry))
+            for revision, entry in reversed(state.journal)
+            if revision > floor
+        ]
+        if state.exists and not state.clear:
+            stored = conn.execute(self._sql.journal_above, (key, floor)).fetchall()
+            rows += decode_journal(self.options.path, key, stored)
+        return rows
 
     def _current(self, conn: sqlite3.Connection, key: str, batch: Batch) -> KeyState:
         """``key`` as this transaction sees it, value parsed and revision known. Rows in
