@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from .. import _json
 from ..context import ExecutionContext
 from ..edits import edited_keys
-from ..errors import ScratchpadConflictError, ScratchpadHistoryError
 from ..events import WriteSource
 from ..keys import Scope
 from ..render import contains_float
 from ..storage import ScopedStorage
+from ..storage.base import MAX_JOURNAL_LIMIT, CommitFn, Revision
 from .arguments import applied_text, edited_text
-from .config import STATE_KEY, ScratchpadState
-from .journal import HistoryEntry, history_of, revert_to, state_at
-from .load import Loaded, load
+from .config import ScratchpadState
+from .journal import HistoryEntry, Revert, history_of
+from .load import Loaded, load, load_with_journal
 from .pipeline import Rewrite, Transition, UpdatePipeline, copy_state
 from .view import view_of
-from .writer import Prepare, ScopeWriter, conflict
+from .writer import Prepare, ScopeWriter
 
 __all__ = ("ScratchpadHandle", "copy_state")
-
-#: Attempts of a revert whose scope another writer changed while it was rebuilt.
-_REVERT_ATTEMPTS = 3
 
 
 class ScratchpadHandle:
@@ -179,6 +176,7 @@ class ScratchpadHandle:
         call_id: str | None = None,
         expected_revision: int | None = None,
         prepare: Prepare | None = None,
+        writer: ScopeWriter | None = None,
     ) -> tuple[Any, bool]:
         """Apply one change through the serialized path, reporting it as an event.
 
@@ -186,9 +184,10 @@ class ScratchpadHandle:
         Returns the change as applied (an update parsed, checked, forbidden keys
         stripped), and whether it wrote: a repeat of the applied call ``call_id`` is a
         retry, which writes nothing (see :mod:`.calls`). ``state`` holds the result, and
-        shares the update's values: treat both as read-only.
+        shares the update's values: treat both as read-only. ``writer``: another writer of
+        this scope (a revert's).
         """
-        applied, state, written, revision, retried = await self._writer.write(
+        applied, state, written, revision, retried = await (writer or self._writer).write(
             args,
             source=source,
             call_id=call_id,
@@ -208,47 +207,50 @@ class ScratchpadHandle:
 
     async def history(self, limit: int = 20) -> list[HistoryEntry]:
         """The scope's ``limit`` newest journaled writes, newest first, each with what it
-        changed. Reads the stored state too, and makes it this handle's state."""
+        changed. Reads the stored state too, at the same instant as the journal, and
+        makes it this handle's state.
+
+        ``limit``: an int from 0 to ``2**63 - 1``; anything else is refused
+        (``TypeError``, ``ValueError``) before storage is read."""
         storage = self._require_storage("history")
-        await self.refresh()
-        rows = await storage.journal(STATE_KEY, limit=limit)
-        return history_of(
-            self.state, self.revision, ((row.revision, row.written_at, row.entry) for row in rows)
+        _check_history_limit(limit)
+        loaded, view = await load_with_journal(
+            self._writer.pipeline, storage, self.ctx, layer_id=self._layer_id, limit=limit
         )
+        self.adopt(loaded)
+        stored = None if view.current is None else view.current.value
+        rows = ((row.revision, row.written_at, row.entry) for row in view.rows)
+        return history_of(stored, loaded.revision, rows)
 
     async def revert(self, revision: int, *, expected_revision: int | None = None) -> None:
         """Make the state as it was right after ``revision`` the scope's new revision,
         journaled with source ``revert`` and checked by the schema gate.
 
-        ``expected_revision``: revert only if the stored revision is still this one, else
-        raise ``ScratchpadConflictError`` (without it, a write that lands while the revert
-        rebuilds the state makes it try again). Raises ``ScratchpadHistoryError`` when the
-        journal does not reach back to ``revision``, and the errors of :meth:`update`; the
-        stored state is then unchanged.
+        The state is rebuilt inside the revert's own write, from the state and journal
+        stored at that moment, so writes that land meanwhile never break it: they are
+        undone with the rest. ``expected_revision``: revert only if the stored revision is
+        still this one, else raise ``ScratchpadConflictError``. Raises
+        ``ScratchpadHistoryError`` when the journal does not reach back to ``revision``,
+        and the errors of :meth:`update`; the stored state is then unchanged.
         """
         storage = self._require_storage("revert")
-        attempts = 1 if expected_revision is not None else _REVERT_ATTEMPTS
-        for attempt in range(attempts):
-            found = await storage.get_revision(STATE_KEY)
-            current, at = (None, 0) if found is None else (found.value, found.revision)
-            if expected_revision is not None and at != expected_revision:
-                refused = conflict(expected_revision, at)
-                self._writer.reject("revert", None, refused)
-                raise refused
-            rows = [] if at <= revision else await storage.journal(STATE_KEY, limit=at - revision)
-            try:
-                target = state_at(revision, current, at, ((r.revision, r.entry) for r in rows))
-            except ScratchpadHistoryError as exc:
-                self._writer.reject("revert", None, exc)
-                raise
-            restored = self._writer.pipeline.initial_state() if target is None else target
-            change = revert_to(restored, revision)
-            try:
-                await self.apply(change, source="revert", expected_revision=at, prepare=_as_is)
-                return
-            except ScratchpadConflictError:
-                if attempt + 1 == attempts:
-                    raise  # another writer keeps changing it: the caller decides
+        change = Revert(revision, self._writer.pipeline.initial_state)
+        writer = ScopeWriter(
+            self._writer.pipeline,
+            _RebuildingStorage(storage, change),
+            self.ctx,
+            layer_id=self._layer_id,
+            scope_key=self.scope_key,
+            scope=self.scope,
+        )
+        writer.tool_name = self.tool_name
+        await self.apply(
+            change,
+            source="revert",
+            expected_revision=expected_revision,
+            prepare=_as_is,
+            writer=writer,
+        )
 
     def block(self, budget: int | None = None) -> str:
         """The ``<scratchpad>`` block of the current state, as ``recall`` gives it, in at
@@ -325,3 +327,30 @@ class ScratchpadHandle:
 def _as_is(change: Rewrite, tool: str) -> Rewrite:
     """The preparation of a change made by the handle itself: it is ready as it is."""
     return change
+
+
+class _RebuildingStorage(ScopedStorage):
+    """The scope's storage as a revert's writer sees it: its commit is a
+    ``commit_with_journal``, which hands the revert what it rebuilds its target from."""
+
+    def __init__(self, storage: ScopedStorage, revert: Revert) -> None:
+        super().__init__(storage.backend, storage.layer_id, storage.scope_key, storage.scope)
+        self.revert = revert
+
+    def commit(self, key: str, fn: CommitFn, *, keep: int) -> Awaitable[Revision]:
+        revert = self.revert
+        return self.commit_with_journal(
+            key, revert.reading_journal(fn), keep=keep, after=revert.after
+        )
+
+
+def _check_history_limit(limit: object) -> None:
+    """Refuse a ``history`` limit no backend can read: not an int, or out of range."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"the history limit must be an int, not {limit!r}")
+    if not 0 <= limit <= MAX_JOURNAL_LIMIT:
+        bound = "at least 0" if limit < 0 else f"at most {MAX_JOURNAL_LIMIT} (2**63 - 1)"
+        raise ValueError(
+            f"the history limit {limit} is out of range: {bound}. Ask for the number of "
+            "entries to list, such as 20"
+        )

@@ -17,21 +17,42 @@ replaced (a text state, a state that no longer fitted the schema, the first writ
 entry costs about what its update costs, and the state after any kept revision is rebuilt
 by undoing the newer entries from the current state, newest first.
 
-Pure and synchronous: entries are built inside the backend's transaction.
+A revert rebuilds its target that way *inside its own write* (:class:`Revert`): from the
+state and journal rows the backend hands it in the write's transaction
+(``commit_with_journal``), so that no write can land between the rebuild and the write.
+
+Pure and synchronous: entries are built, and reverts rebuilt, inside the backend's
+transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ScratchpadHistoryError
 from ..merge import MAX_DEPTH
+from ..storage.base import (
+    MAX_JOURNAL_LIMIT,
+    Commit,
+    CommitFn,
+    JournalCommitFn,
+    JournalRow,
+    Revision,
+)
 from .config import ScratchpadState
 from .pipeline import Rewrite, copy_state
 
-__all__ = ("MISSING", "HistoryEntry", "entry_of", "history_of", "revert_to", "state_at", "undo")
+__all__ = (
+    "MISSING",
+    "HistoryEntry",
+    "Revert",
+    "entry_of",
+    "history_of",
+    "state_at",
+    "undo",
+)
 
 #: A key whose value a write touched: (before, after); ``MISSING`` where it had none.
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
@@ -225,21 +246,60 @@ def state_at(
     return state
 
 
-def revert_to(state: ScratchpadState, revision: int) -> Rewrite:
-    """The change that makes ``state`` (rebuilt as it was after ``revision``) the current
-    state again: it writes a copy of it, and names the top-level keys that differ."""
+class Revert(Rewrite):
+    """The change that makes the state right after ``revision`` the current state again,
+    rebuilt inside the write: the backend hands :meth:`reading_journal`'s function the
+    stored state, its revision and the journal rows above ``revision`` (in the write's
+    transaction), and the rewrite rebuilds the target from exactly those. A write that
+    landed since the caller last looked is then one more entry to undo, never a gap.
 
-    def replace(current: ScratchpadState) -> tuple[Any, tuple[str, ...]]:
-        if isinstance(current, dict) and isinstance(state, dict):
-            keys = sorted(
-                key
-                for key in current.keys() | state.keys()
-                if current.get(key, _GONE) != state.get(key, _GONE)
-            )
-            return copy_state(state), tuple(keys)
-        return copy_state(state), ()
+    Raises ``ScratchpadHistoryError`` (inside the write, which then writes nothing) when
+    the kept journal does not reach back to ``revision`` at that moment."""
 
-    return Rewrite(replace, {"revert": revision})
+    __slots__ = ("_initial", "_seen", "revision")
+
+    def __init__(self, revision: int, initial: Callable[[], ScratchpadState]) -> None:
+        super().__init__(self._replace, {"revert": revision})
+        self.revision = revision
+        self._initial = initial
+        self._seen: tuple[Revision, list[JournalRow]] | None = None
+
+    @property
+    def after(self) -> int:
+        """The revision whose newer journal rows the rebuild needs, as a backend can take
+        it (a revision out of any range still fails, as there is no such revision)."""
+        return min(max(self.revision, 0), MAX_JOURNAL_LIMIT)
+
+    def reading_journal(self, fn: CommitFn) -> JournalCommitFn:
+        """``fn`` (the write's commit function) as a ``commit_with_journal`` function:
+        it keeps what the backend hands over for the rebuild, then runs ``fn``."""
+
+        def commit(current: Revision, rows: list[JournalRow]) -> Commit:
+            self._seen = (current, rows)
+            return fn(current)
+
+        return commit
+
+    def _replace(self, state: ScratchpadState) -> tuple[Any, tuple[str, ...]]:
+        if self._seen is None:
+            raise RuntimeError("a revert runs only through commit_with_journal")
+        stored, rows = self._seen
+        target = state_at(
+            self.revision, stored.value, stored.revision, ((r.revision, r.entry) for r in rows)
+        )
+        return _restoring(self._initial() if target is None else target, state)
+
+
+def _restoring(target: ScratchpadState, current: ScratchpadState) -> tuple[Any, tuple[str, ...]]:
+    """A copy of ``target`` to write over ``current``, and the top-level keys that differ."""
+    if isinstance(current, dict) and isinstance(target, dict):
+        keys = sorted(
+            key
+            for key in current.keys() | target.keys()
+            if current.get(key, _GONE) != target.get(key, _GONE)
+        )
+        return copy_state(target), tuple(keys)
+    return copy_state(target), ()
 
 
 _GONE = object()

@@ -1,24 +1,28 @@
 """Reading a scope's state: the other direction of :mod:`.writer`.
 
 :func:`load` reads a scope's state (under ``read_timeout``) and replaces one that no longer
-fits by the initial state, with a ``StateDiscarded`` event.
+fits by the initial state, with a ``StateDiscarded`` event; :func:`load_with_journal` reads
+the journal with it, at the same instant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import _deadline
 from ..context import ExecutionContext
 from ..errors import StorageCorruptError, StorageError
 from ..events import StateDiscarded
 from ..storage import ScopedStorage
+from ..storage.base import JournalView, Revision
 from .config import STATE_KEY, ScratchpadState
 from .pipeline import UpdatePipeline
 
-__all__ = ("Loaded", "load")
+__all__ = ("Loaded", "load", "load_with_journal")
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,19 +46,54 @@ async def load(
     """Read the scope's state, waiting at most ``read_timeout``; raises ``StorageError``
     past it. A stored state that cannot be used, or cannot be read back, is reported
     (``StateDiscarded``) and replaced by the initial state."""
+    try:
+        found = await _within_read_timeout(pipeline, storage, storage.get_revision(STATE_KEY))
+    except StorageCorruptError as exc:
+        # Writes to the scope are refused until it is reset: they cannot read it either.
+        _discarded(ctx, storage, layer_id, f"stored state cannot be read: {exc}", [])
+        return Loaded(pipeline.initial_state(), False)
+    return _loaded(pipeline, storage, ctx, found, layer_id=layer_id)
+
+
+async def load_with_journal(
+    pipeline: UpdatePipeline,
+    storage: ScopedStorage,
+    ctx: ExecutionContext,
+    *,
+    layer_id: str,
+    limit: int,
+) -> tuple[Loaded, JournalView]:
+    """:func:`load`, and the scope's ``limit`` newest journal rows read at the same
+    instant (so that they end at the loaded revision), with the stored state as it is."""
+    view = await _within_read_timeout(
+        pipeline, storage, storage.journal_view(STATE_KEY, limit=limit)
+    )
+    return _loaded(pipeline, storage, ctx, view.current, layer_id=layer_id), view
+
+
+async def _within_read_timeout(
+    pipeline: UpdatePipeline, storage: ScopedStorage, read: Awaitable[_T]
+) -> _T:
     timeout = pipeline.config.read_timeout
     try:
-        found = await _deadline.wait_for(timeout, storage.get_revision(STATE_KEY))
+        return await _deadline.wait_for(timeout, read)
     except _deadline.Expired:
         raise StorageError(
             f"The scratchpad of scope {storage.scope_key!r} could not be loaded within "
             f"{timeout:g} s (read_timeout); nothing was changed. Check that the storage "
             "answers, then retry, or raise read_timeout"
         ) from None
-    except StorageCorruptError as exc:
-        # Writes to the scope are refused until it is reset: they cannot read it either.
-        _discarded(ctx, storage, layer_id, f"stored state cannot be read: {exc}", [])
-        return Loaded(pipeline.initial_state(), False)
+
+
+def _loaded(
+    pipeline: UpdatePipeline,
+    storage: ScopedStorage,
+    ctx: ExecutionContext,
+    found: Revision | None,
+    *,
+    layer_id: str,
+) -> Loaded:
+    """The state to use for what storage holds (``found``; ``None``: nothing)."""
     if found is None:
         return Loaded(pipeline.initial_state(), False)
     stored, revision = found.value, found.revision

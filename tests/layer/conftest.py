@@ -8,14 +8,17 @@ fixtures are plain (sync) functions returning coroutines, so they serve both loo
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from noetic_scratchpad import ExecutionContext, ScratchpadHandle, ScratchpadLayer, _json
-from noetic_scratchpad.storage import MemoryStorage, ScopedStorage
+from noetic_scratchpad.storage import MemoryStorage, ScopedStorage, StorageBackend, open_storage
+from tests.conftest import backend_url
 
 
 @dataclass
@@ -77,3 +80,16 @@ def bind() -> Bind:
         return BoundScope(layer, backend, storage, ctx, handle, result.state)
 
     return bind_scope
+
+
+@pytest_asyncio.fixture(params=["memory", "sqlite", "postgres"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageBackend]:
+    """Each backend in turn (asyncio tests: PostgreSQL and SQLite run on asyncio only),
+    closed afterwards, its PostgreSQL tables dropped."""
+    storage = await open_storage(backend_url(request.param, tmp_path))
+    try:
+        yield storage
+    finally:
+        if hasattr(storage, "drop_table"):
+            await storage.drop_table()
+        await storage.aclose()
