@@ -13,6 +13,8 @@ The modules, one job each:
 - :mod:`.options`: the URL, its options, and the checks of the file's path;
 - :mod:`.connection`: opening and configuring the two aiosqlite connections, and the only
   use of aiosqlite's private API (running a function in a connection's thread);
+- :mod:`.file`: the database file the connections opened, and the check that it is still
+  the one at the path (a removed or replaced file refuses writes and reads);
 - :mod:`.table`: the tables' shape (key-value rows with their revision, and the journal),
   their SQL, the upgrade of a 0.1 file, and how a stored value is decoded;
 - :mod:`.batch`: the jobs, and what one transaction does to each key before it writes;

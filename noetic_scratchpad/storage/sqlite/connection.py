@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from ...errors import StorageBusyError, StorageConfigError, StorageError
+from .file import OpenedFile
 from .options import SqliteOptions
 from .table import create_table
 
@@ -92,8 +93,9 @@ def check_aiosqlite() -> None:
 
 async def open_connections(
     options: SqliteOptions,
-) -> tuple[aiosqlite.Connection, aiosqlite.Connection]:
-    """The writer and the reader connection of ``options.path``, ready for use.
+) -> tuple[aiosqlite.Connection, aiosqlite.Connection, OpenedFile]:
+    """The writer and the reader connection of ``options.path``, ready for use, and the
+    file they opened (see :mod:`.file`).
 
     The writer creates the table when it is missing; a failure closes what was opened.
     """
@@ -101,7 +103,9 @@ async def open_connections(
     try:
         writer = await _connect(options)
         opened.append(writer)
-        await run_in_connection_thread(writer, _prepare_writer, raw_connection(writer), options)
+        file = await run_in_connection_thread(
+            writer, _prepare_writer, raw_connection(writer), options
+        )
         reader = await _connect(options)
         opened.append(reader)
         await run_in_connection_thread(reader, _prepare_reader, raw_connection(reader), options)
@@ -111,7 +115,7 @@ async def open_connections(
         if isinstance(exc, sqlite3.Error):
             raise _open_error(options.path, exc) from exc
         raise
-    return writer, reader
+    return writer, reader, file
 
 
 async def _connect(options: SqliteOptions) -> aiosqlite.Connection:
@@ -123,7 +127,8 @@ async def _connect(options: SqliteOptions) -> aiosqlite.Connection:
     return await connection
 
 
-def _prepare_writer(conn: sqlite3.Connection, options: SqliteOptions) -> None:
+def _prepare_writer(conn: sqlite3.Connection, options: SqliteOptions) -> OpenedFile:
+    """Configure the writer and create the tables; the file it opened (it exists now)."""
     conn.execute(f"PRAGMA busy_timeout = {options.busy_timeout}")
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
@@ -133,6 +138,10 @@ def _prepare_writer(conn: sqlite3.Connection, options: SqliteOptions) -> None:
         )
     conn.execute(f"PRAGMA synchronous = {options.synchronous.upper()}")
     create_table(conn, options.path, options.table)
+    try:
+        return OpenedFile.at(options.path)
+    except OSError as exc:  # moved away the instant it was opened
+        raise sqlite3.OperationalError(f"the file it opened is not at its path ({exc})") from exc
 
 
 def _prepare_reader(conn: sqlite3.Connection, options: SqliteOptions) -> None:

@@ -40,6 +40,7 @@ from .connection import (
     raw_connection,
     run_in_connection_thread,
 )
+from .file import OpenedFile
 from .options import SqliteOptions, check_path, parse_sqlite_url
 from .table import TableSql, decode_journal, decode_row
 from .writer import CommitJob, DeleteJob, Job, SetJob, SqliteWriter
@@ -68,12 +69,14 @@ class SqliteStorage(StorageBackend):
         options: SqliteOptions,
         writer: aiosqlite.Connection,
         reader: aiosqlite.Connection,
+        file: OpenedFile,
     ) -> None:
         self.options = options
         self.path = options.path
         self._sql = TableSql(options.table)
-        self._writer = SqliteWriter(writer, options, self._sql)
+        self._writer = SqliteWriter(writer, options, self._sql, file)
         self._reader = reader
+        self._file = file
         self._batcher: KeyedBatcher[None, Job, Any] = KeyedBatcher(
             self._run_batch, max_batch=options.max_batch
         )
@@ -93,8 +96,7 @@ class SqliteStorage(StorageBackend):
         check_aiosqlite()
         parsed = parse_sqlite_url(url, **options)
         parsed = dataclasses.replace(parsed, path=check_path(parsed.path))
-        writer, reader = await open_connections(parsed)
-        return cls(parsed, writer, reader)
+        return cls(parsed, *await open_connections(parsed))
 
     # -- reads: one hop each, on the read-only connection ----------------------------------
 
@@ -142,12 +144,13 @@ class SqliteStorage(StorageBackend):
         return await self._reading(fetch_all, sql, params)
 
     async def _reading(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """``fn(conn, *args)`` in the read-only connection's thread."""
+        """``fn(conn, *args)`` in the read-only connection's thread, answered only while
+        the file at the path is the one open (see :mod:`.file`)."""
         if self._closed:
             raise self._closed_error()
         try:
             return await run_in_connection_thread(
-                self._reader, fn, raw_connection(self._reader), *args
+                self._reader, self._file.read, fn, raw_connection(self._reader), *args
             )
         except sqlite3.Error as exc:
             raise StorageError(

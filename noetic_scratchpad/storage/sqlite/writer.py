@@ -40,6 +40,7 @@ from ...errors import StorageBusyError, StorageError
 from ..base import JournalRow, Revision
 from .batch import Batch, CommitJob, DeleteJob, Job, KeyState, SetJob, Unparsed
 from .connection import SQLITE_BUSY, error_code, raw_connection, run_in_connection_thread
+from .file import OpenedFile
 from .options import SqliteOptions
 from .table import TableSql, decode_journal, decode_row
 
@@ -60,9 +61,15 @@ class SqliteWriter:
     """
 
     def __init__(
-        self, connection: aiosqlite.Connection, options: SqliteOptions, sql: TableSql
+        self,
+        connection: aiosqlite.Connection,
+        options: SqliteOptions,
+        sql: TableSql,
+        file: OpenedFile,
     ) -> None:
         self.connection = connection
+        #: The database file the connection opened: each commit checks it is still there.
+        self.file = file
         #: The sqlite3 connection; touch it only in the connection's thread (see :meth:`call`).
         self.conn = raw_connection(connection)
         self.options = options
@@ -96,18 +103,21 @@ class SqliteWriter:
         try:
             self._begin(conn)
         except sqlite3.Error as exc:
-            return [self._database_error(exc, "start a write transaction")] * len(jobs)
+            return [self._failure(exc, "start a write transaction")] * len(jobs)
         try:
             self._forget_if_stale(conn)
             batch = self._apply(conn, jobs)
+            # The last moment before the commit: a file removed or replaced since it was
+            # opened would take the batch where no one sees it (see .file).
+            self.file.check("written")
             conn.execute("COMMIT")
         except BaseException as exc:
             # SQLite may have rolled back already, or the connection is gone: nothing to undo.
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-            if not isinstance(exc, sqlite3.Error):
+            if not isinstance(exc, sqlite3.Error | StorageError):
                 raise
-            return [self._database_error(exc, "write")] * len(jobs)
+            return [self._failure(exc, "write")] * len(jobs)
         self._remember(batch.keys)
         return batch.outcomes
 
@@ -286,6 +296,17 @@ class SqliteWriter:
                 recent.move_to_end(key)
         while len(recent) > _RECENT_ROWS:
             recent.popitem(last=False)
+
+    def _failure(self, exc: sqlite3.Error | StorageError, action: str) -> StorageError:
+        """What every job of a failed transaction gets: ``exc`` if it is ours already;
+        for a database error, that the file was moved if it was (its likely cause)."""
+        if isinstance(exc, StorageError):
+            return exc
+        try:
+            self.file.check("written")
+        except StorageError as moved:
+            return moved
+        return self._database_error(exc, action)
 
     def _database_error(self, exc: sqlite3.Error, action: str) -> StorageError:
         path, busy_timeout = self.options.path, self.options.busy_timeout
