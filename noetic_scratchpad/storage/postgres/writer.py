@@ -86,7 +86,8 @@ async def update_row(
     try:
         # The row lock is held from here to the end of the transaction.
         current, base = await _lock_row(conn, sql, settings, key)
-        stored = await _journal_needed(conn, sql, settings, key, jobs)
+        wanted = [job.after for job in jobs if job.after is not None]
+        stored = await _stored_journal(conn, sql, settings, key, min(wanted)) if wanted else []
         done = _apply(jobs, current, base, stored)
         if done.data is not None:
             await _write(conn, sql, key, done)
@@ -126,21 +127,14 @@ async def _lock_row(
     )
 
 
-async def _journal_needed(
-    conn: asyncpg.Connection,
-    sql: TableSql,
-    settings: PostgresSettings,
-    key: str,
-    jobs: Sequence[CommitJob],
+async def _stored_journal(
+    conn: asyncpg.Connection, sql: TableSql, settings: PostgresSettings, key: str, after: int
 ) -> list[JournalRow]:
-    """The stored journal rows the batch's ``commit_with_journal`` jobs need (above the
-    lowest revision one asks for), read once the row is locked, so that no commit adds or
-    trims any until this transaction ends; none when no job needs them. (A row inserted
-    to be locked has none: the lock statement cleared what a writer left.)"""
-    wanted = [job.after for job in jobs if job.after is not None]
-    if not wanted:
-        return []
-    records = await conn.fetch(sql.journal_above, key, min(wanted))
+    """The stored journal rows above ``after`` that a ``commit_with_journal`` of the batch
+    needs, read once the row is locked, so that no commit adds or trims any until this
+    transaction ends. (A row inserted to be locked has none: the lock statement cleared
+    what a writer without journal left.)"""
+    records = await conn.fetch(sql.journal_above, key, after)
     return decode_journal(settings.journal_table, key, records)
 
 
