@@ -5,7 +5,7 @@ renamed over it), that file lives on for this process alone: every write still c
 into a file no other process sees and that is gone once the storage closes. So the
 storage notes the file's identity (device and inode) when it opens it, and before each
 write commits, and with each read, checks that the file at the path still has it: one
-``stat`` per transaction (a write batch) or read, about a microsecond, in the connection's
+``stat`` per transaction (a write batch) or read, about 2 µs, in the connection's
 thread. While the file is open its inode cannot be reused, so a new file at the path
 always differs.
 """
