@@ -9,7 +9,10 @@ writer connection's thread, so it costs one thread hop however many statements i
   writers in other processes sharing the file are serialized by SQLite itself, and no
   read-modify-write can be interleaved with another's.
 - Each write advances the key's revision. A commit writes the key's row, its journal row
-  and the journal's trim in the same transaction, so state and journal change together.
+  and the journal's trim in the same transaction, so state and journal change together;
+  a ``commit_with_journal`` reads the journal rows it needs in that transaction too.
+- Just before ``COMMIT``, the transaction checks that the database file is still the one
+  at the path (:mod:`.file`): a removed or replaced file fails the batch, unwritten.
 - The writer keeps the values (and revisions) of the rows it committed lately, and hands
   an update the very object it last stored. That cache is only true while no other connection
   has written: each transaction reads ``PRAGMA data_version``, which changes only when
