@@ -102,3 +102,19 @@ def test_submodule_all_names_exist(module: str) -> None:
     imported = importlib.import_module(f"noetic_scratchpad.{module}")
 
     assert sorted(set(imported.__all__) - set(vars(imported))) == []
+
+
+def test_every_error_the_library_raises_is_exported() -> None:
+    """A caller catches any of the library's errors from the top level, without knowing
+    which module defines it."""
+    from noetic_scratchpad import errors
+
+    defined = {
+        name
+        for name, value in vars(errors).items()
+        if inspect.isclass(value)
+        and issubclass(value, Exception)
+        and value.__module__ == errors.__name__
+        and not name.startswith("_")
+    }
+    assert sorted(defined - set(noetic_scratchpad.__all__)) == []
