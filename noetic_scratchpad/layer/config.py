@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from ..edits import EDIT_TOOL
 from ..errors import ScratchpadConfigError
+from ..storage.base import MAX_JOURNAL_LIMIT
 
 __all__ = ("EDIT_TOOL", "STATE_KEY", "UPDATE_TOOL", "ScratchpadConfig", "ScratchpadState")
 
@@ -65,9 +66,14 @@ class ScratchpadConfig:
                 f"max_state_bytes must be at least 2, not {self.max_state_bytes}"
             )
         limit = self.history_limit
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 0 <= limit <= MAX_JOURNAL_LIMIT
+        ):
             raise ScratchpadConfigError(
-                f"history_limit must be an int >= 0 (0 turns the journal off), not {limit!r}"
+                f"history_limit must be an int from 0 (the journal off) to {MAX_JOURNAL_LIMIT} "
+                f"(2**63 - 1, what every backend can count to), not {limit!r}"
             )
         for name in ("write_timeout", "read_timeout"):
             _check_timeout(name, getattr(self, name))

@@ -186,8 +186,9 @@ async def test_a_first_write_over_nothing_stored_is_journaled_whole() -> None:
     assert entry.changes == {"goal": (MISSING, "a"), "_previous": (MISSING, "draft")}
 
 
-@pytest.mark.parametrize("limit", [-1, 1.5, True, "10"])
+@pytest.mark.parametrize("limit", [-1, 1.5, True, "10", 2**63])
 async def test_a_bad_history_limit_is_refused_at_once(limit: object) -> None:
+    """Not an int, or one no backend can count to (a PostgreSQL bigint's range)."""
     with pytest.raises(ScratchpadConfigError, match="history_limit"):
         scratchpad(history_limit=limit)
 
