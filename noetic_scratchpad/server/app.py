@@ -88,6 +88,11 @@ class ScratchpadApp(Starlette):
             )
         return backend
 
+    @property
+    def open_streams(self) -> int:
+        """How many event streams are open now (each an ``EventSource`` or other client)."""
+        return self._ctx.hub.open_streams
+
     def close_streams(self) -> None:
         """End every open event stream now, and refuse new ones until the next start.
 

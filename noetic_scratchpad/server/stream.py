@@ -34,6 +34,9 @@ logger = logging.getLogger("noetic_scratchpad.server")
 EventFilter = Callable[[ScratchpadEvent], bool]
 Numbered = tuple[int, ScratchpadEvent]
 
+#: The longest ``Last-Event-ID`` read: ids are ``{8 hex digits}-{n}``; longer ones are ignored.
+MAX_EVENT_ID = 64
+
 
 @dataclass(eq=False)
 class _Subscriber:
@@ -78,6 +81,11 @@ class EventHub:
         for subscriber in subscribers:
             subscriber.send.close()
 
+    @property
+    def open_streams(self) -> int:
+        """How many streams are subscribed now."""
+        return len(self._subscribers)
+
     def event_id(self, number: int) -> str:
         return f"{self.epoch}-{number}"
 
@@ -108,7 +116,9 @@ class EventHub:
 
         Subscribing and taking the replay happen with no await between them, so no event
         is missed or sent twice. ``last_event_id`` (a reconnecting client's) wins over
-        ``replay`` (how many kept events a new client wants first).
+        ``replay`` (how many kept events a new client wants first). Everything that can
+        fail is done before the subscriber is registered, so a failure leaves none behind;
+        the caller calls the unsubscriber in a ``finally``.
         """
         if self.closed:
             raise Problem(
@@ -118,31 +128,39 @@ class EventHub:
                 kind="shutting-down",
                 headers={"Retry-After": "1"},
             )
-        send, receive = anyio.create_memory_object_stream[Numbered](self.buffer)
-        subscriber = _Subscriber(accepts, send)
-        self._subscribers.add(subscriber)
         kept = [item for item in self._recent if accepts(item[1])]
-        after = self._replay_after(last_event_id)
+        after = self.resume_after(last_event_id)
         if after is not None:
             backlog = [item for item in kept if item[0] > after]
         else:
             backlog = kept[len(kept) - replay :] if replay > 0 else []
+        send, receive = anyio.create_memory_object_stream[Numbered](self.buffer)
+        subscriber = _Subscriber(accepts, send)
+        self._subscribers.add(subscriber)  # last: nothing below can fail
 
         def unsubscribe() -> None:
             self._subscribers.discard(subscriber)
             send.close()
+            receive.close()
 
         return backlog, receive, unsubscribe
 
-    def _replay_after(self, last_event_id: str | None) -> int | None:
-        """The number after which a reconnecting client needs events; ``0`` (all kept)
-        for an id of another epoch; ``None`` without a usable id."""
-        if not last_event_id:
+    def resume_after(self, last_event_id: str | None) -> int | None:
+        """The number after which a reconnecting client needs events: an id of this run,
+        its number; an id of another run, ``0`` (all kept); ``None`` (as if none was sent)
+        for no id or one no run issues: malformed, too long, or past this run's last event.
+        """
+        if not last_event_id or len(last_event_id) > MAX_EVENT_ID:
             return None
         epoch, _, number = last_event_id.strip().rpartition("-")
-        if not number.isdecimal() or not epoch:
+        # ASCII digits only: int() also reads other scripts' digits, and a long run of
+        # them costs time (and raises past 4,300); the length is bounded above.
+        if not epoch or not number.isascii() or not number.isdigit():
             return None
-        return int(number) if epoch == self.epoch else 0
+        if epoch != self.epoch:
+            return 0
+        after = int(number)
+        return after if after <= self._count else None
 
 
 class EventStream(Response):
@@ -164,13 +182,17 @@ class EventStream(Response):
     ) -> None:
         super().__init__(media_type="text/event-stream")
         self.hub = hub
+        self.accepts = accepts
         self.keepalive = keepalive
-        # Subscribed here, when the endpoint builds the response: before any byte is sent.
-        self.backlog, self.events, self.unsubscribe = hub.subscribe(
-            accepts, last_event_id=last_event_id, replay=replay
-        )
+        self.last_event_id = last_event_id
+        self.replay = replay
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Subscribed here, before any byte is sent, and unsubscribed by the ``finally``
+        # whatever happens after: no path leaves a subscription behind.
+        backlog, events, unsubscribe = self.hub.subscribe(
+            self.accepts, last_event_id=self.last_event_id, replay=self.replay
+        )
         try:
             await send(
                 {
@@ -184,21 +206,19 @@ class EventStream(Response):
                 }
             )
             # A reconnect delay for EventSource, and a first byte for proxies to pass on.
-            first = b"retry: 2000\n: stream open\n\n" + b"".join(map(self._frame, self.backlog))
+            first = b"retry: 2000\n: stream open\n\n" + b"".join(map(self._frame, backlog))
             await _body(send, first)
             async with anyio.create_task_group() as group:
                 group.start_soon(_until_disconnect, receive, group.cancel_scope)
-                await self._pump(send)
+                await self._pump(send, events)
                 group.cancel_scope.cancel()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             pass  # the client went away while we were writing to it
         finally:
-            self.unsubscribe()
-            self.events.close()
+            unsubscribe()
 
-    async def _pump(self, send: Send) -> None:
-        events = self.events
+    async def _pump(self, send: Send, events: MemoryObjectReceiveStream[Numbered]) -> None:
         while True:
             try:
                 with anyio.fail_after(self.keepalive):

@@ -158,6 +158,40 @@ async def test_replay_and_last_event_id_resume_without_gaps() -> None:
             await restarted.wait_for(lambda r: len(r.events) == 5)
 
 
+async def _until_no_stream_is_open(pad: ScratchpadApp, seconds: float = 5) -> int:
+    """Wait for the server to notice the clients are gone; the streams still open then."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while pad.open_streams and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    return pad.open_streams
+
+
+@pytest.mark.asyncio
+async def test_an_unusable_last_event_id_is_ignored_and_leaks_no_subscription() -> None:
+    """An id of this run with 5,000 digits once failed int() (a 500) after the stream had
+    subscribed, and the subscription stayed for ever. An id this run never issued (too
+    long, past the last event, not digits) is ignored: the stream starts as without it."""
+    pad = create_app("memory://", recent_events=50)
+    async with served(pad) as server, client_of(server.url) as client:
+        await client.patch("/api/scopes/thread/t1", json={"n": 1})
+        async with sse(client, "/api/events?replay=1") as first:
+            await first.wait_for(lambda r: len(r.events) == 1)
+        event_id = first.events[0].id
+        assert event_id is not None
+        epoch = event_id.rpartition("-")[0]
+        answers = []
+        for digits in ["9" * 5000, "1" + "0" * 25, "2", "\u0663", "1e3", "", "-1"] * 3:
+            headers = {"Last-Event-ID": f"{epoch}-{digits}".encode()}
+            async with client.stream("GET", "/api/events?replay=1", headers=headers) as response:
+                # The replay goes out in the stream's first write, with its opening comment.
+                first = await anext(response.aiter_bytes())
+                answers.append((response.status_code, b'"scope_key":"t1"' in first))
+        # Each as without the header: ?replay=1 sends the last event.
+        assert answers == [(200, True)] * 21
+        assert await _until_no_stream_is_open(pad) == 0
+
+
 @pytest.mark.asyncio
 async def test_close_streams_ends_them_and_refuses_new_ones() -> None:
     pad = create_app("memory://")
