@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,11 +39,21 @@ Numbered = tuple[int, ScratchpadEvent]
 MAX_EVENT_ID = 64
 
 
+#: How often a client too slow for its events is reported, in seconds: once per interval,
+#: with the count dropped since the last report, rather than a line per event dropped.
+REPORT_INTERVAL = 10.0
+
+
 @dataclass(eq=False)
 class _Subscriber:
     accepts: EventFilter
     send: MemoryObjectSendStream[Numbered]
+    client: str
     dropped: int = field(default=0)
+    """Events dropped in all."""
+    unreported: int = field(default=0)
+    """Events dropped since the last report."""
+    reported_at: float | None = field(default=None)
 
 
 class EventHub:
@@ -53,8 +64,17 @@ class EventHub:
     rather than nothing.
     """
 
-    def __init__(self, *, recent: int, buffer: int) -> None:
+    def __init__(
+        self,
+        *,
+        recent: int,
+        buffer: int,
+        report_interval: float = REPORT_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.buffer = buffer
+        self.report_interval = report_interval
+        self.clock = clock
         self._recent: deque[Numbered] = deque(maxlen=recent)
         self._subscribers: set[_Subscriber] = set()
         self._unsubscribe: Callable[[], None] | None = None
@@ -99,20 +119,28 @@ class EventHub:
             try:
                 subscriber.send.send_nowait(numbered)
             except anyio.WouldBlock:
-                # Never make the writer wait for a slow reader: drop, and say so.
+                # Never make the writer wait for a slow reader: drop, and say so, once per
+                # interval (a stalled client would otherwise be a line per event).
                 subscriber.dropped += 1
-                logger.warning(
-                    "event stream client too slow; event dropped kind=%s dropped=%d",
-                    event.kind,
-                    subscriber.dropped,
-                )
+                subscriber.unreported += 1
+                now = self.clock()
+                last = subscriber.reported_at
+                if last is None or now - last >= self.report_interval:
+                    subscriber.reported_at = now
+                    _report(subscriber, "is too slow")
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._subscribers.discard(subscriber)
 
     def subscribe(
-        self, accepts: EventFilter, *, last_event_id: str | None, replay: int
+        self,
+        accepts: EventFilter,
+        *,
+        last_event_id: str | None,
+        replay: int,
+        client: str = "(unnamed)",
     ) -> tuple[list[Numbered], MemoryObjectReceiveStream[Numbered], Callable[[], None]]:
         """Open a stream: (events to replay first, the live events, the unsubscriber).
+        ``client`` names it in the log.
 
         Subscribing and taking the replay happen with no await between them, so no event
         is missed or sent twice. ``last_event_id`` (a reconnecting client's) wins over
@@ -135,13 +163,15 @@ class EventHub:
         else:
             backlog = kept[len(kept) - replay :] if replay > 0 else []
         send, receive = anyio.create_memory_object_stream[Numbered](self.buffer)
-        subscriber = _Subscriber(accepts, send)
+        subscriber = _Subscriber(accepts, send, client)
         self._subscribers.add(subscriber)  # last: nothing below can fail
 
         def unsubscribe() -> None:
             self._subscribers.discard(subscriber)
             send.close()
             receive.close()
+            if subscriber.dropped:
+                _report(subscriber, "left")
 
         return backlog, receive, unsubscribe
 
@@ -161,6 +191,17 @@ class EventHub:
             return 0
         after = int(number)
         return after if after <= self._count else None
+
+
+def _report(subscriber: _Subscriber, what: str) -> None:
+    logger.warning(
+        "event stream client %s %s: %d event(s) dropped since the last report (%d in all)",
+        subscriber.client,
+        what,
+        subscriber.unreported,
+        subscriber.dropped,
+    )
+    subscriber.unreported = 0
 
 
 class EventStream(Response):
@@ -191,7 +232,10 @@ class EventStream(Response):
         # Subscribed here, before any byte is sent, and unsubscribed by the ``finally``
         # whatever happens after: no path leaves a subscription behind.
         backlog, events, unsubscribe = self.hub.subscribe(
-            self.accepts, last_event_id=self.last_event_id, replay=self.replay
+            self.accepts,
+            last_event_id=self.last_event_id,
+            replay=self.replay,
+            client=_client(scope),
         )
         try:
             await send(
@@ -243,6 +287,14 @@ class EventStream(Response):
             + event.model_dump_json().encode()
             + b"\n\n"
         )
+
+
+def _client(scope: Scope) -> str:
+    """The client's address and the stream's path, as the log names a stream."""
+    client = scope.get("client")
+    address = f"{client[0]}:{client[1]}" if client else "(unknown address)"
+    path = str(scope.get("path", ""))
+    return f"{address} {path if path.isprintable() else ascii(path)}"  # one log line
 
 
 async def _body(send: Send, chunk: bytes) -> None:

@@ -4,6 +4,8 @@ byte, kept alive, replayable, and ended cleanly and quickly when the server shut
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -162,7 +164,7 @@ async def _until_no_stream_is_open(pad: ScratchpadApp, seconds: float = 5) -> in
     """Wait for the server to notice the clients are gone; the streams still open then."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
-    while pad.open_streams and loop.time() < deadline:
+    while pad.open_streams and loop.time() < deadline:  # noqa: ASYNC110 - a count, no event
         await asyncio.sleep(0.01)
     return pad.open_streams
 
@@ -190,6 +192,98 @@ async def test_an_unusable_last_event_id_is_ignored_and_leaks_no_subscription() 
         # Each as without the header: ?replay=1 sends the last event.
         assert answers == [(200, True)] * 21
         assert await _until_no_stream_is_open(pad) == 0
+
+
+async def _stalled_client(pad: ScratchpadApp, opened: asyncio.Event) -> None:
+    """A stream client that takes the first bytes and then reads nothing more."""
+    scope = {"type": "http", "method": "GET", "path": "/api/events", "raw_path": b"/api/events"}
+    scope |= {"query_string": b"", "headers": [], "client": ("127.0.0.1", 50000)}
+
+    async def receive() -> Message:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            if opened.is_set():
+                await asyncio.sleep(3600)  # stalled: its socket takes nothing more
+            opened.set()
+
+    await pad(scope, receive, send)
+
+
+_DROPPED = re.compile(r"(\d+) event\(s\) dropped since the last report \((\d+) in all\)")
+
+
+@pytest.mark.asyncio
+async def test_stalled_clients_are_reported_with_counts_not_once_per_event(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Twenty clients that stop reading, 3,000 events: each client takes one, its buffer
+    (1,000) fills, the other 1,999 are dropped. Each client is one warning when it starts
+    dropping and one when it leaves, with the counts (it was one per event and client)."""
+    pad = create_app("memory://")
+    async with pad.lifespan():
+        opened = [asyncio.Event() for _ in range(20)]
+        clients = [asyncio.create_task(_stalled_client(pad, event)) for event in opened]
+        for event in opened:
+            await asyncio.wait_for(event.wait(), 5)
+        with caplog.at_level(logging.WARNING, logger="noetic_scratchpad.server"):
+            for n in range(3000):
+                pad.events.emit(applied(f"t{n}"))
+            for client in clients:
+                client.cancel()
+            await asyncio.gather(*clients, return_exceptions=True)
+    lines = [r.getMessage() for r in caplog.records if r.name == "noetic_scratchpad.server"]
+    assert len(lines) == 40, lines[:3]
+    counts = [tuple(map(int, found.groups())) for line in lines if (found := _DROPPED.search(line))]
+    assert len(counts) == 40
+    assert sum(since for since, _ in counts) == 20 * 1999
+    assert sorted(total for _, total in counts) == [1] * 20 + [1999] * 20
+    assert sum("left" in line for line in lines) == 20
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_stalled_client_is_reported_once_per_interval() -> None:
+    """A minute of 100 events a second to a client that reads none: a warning at its first
+    drop and at the first drop after each interval (10 s), then one when it leaves; the
+    counts add up to every event dropped."""
+    clock = FakeClock()
+    bus = EventBus()
+    hub = EventHub(recent=10, buffer=10, report_interval=10, clock=clock)
+    hub.start(bus)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("noetic_scratchpad.server")
+    logger.addHandler(handler)
+    try:
+        _, _, unsubscribe = hub.subscribe(
+            lambda event: True, last_event_id=None, replay=0, client="127.0.0.1:5 /api/events"
+        )
+        for _ in range(60):
+            for _ in range(100):
+                bus.emit(applied("t1"))
+            clock.now += 1
+        unsubscribe()
+    finally:
+        logger.removeHandler(handler)
+    lines = [record.getMessage() for record in records if record.levelno == logging.WARNING]
+    counts = [tuple(map(int, found.groups())) for line in lines if (found := _DROPPED.search(line))]
+    # 10 events fill the buffer, the other 5,990 are dropped: reported at the first drop,
+    # then at the first drop of seconds 10, 20, ... 50 (1,000 since the one before), and
+    # the rest when the client leaves.
+    expected = [(1, 1), (990, 991), (1000, 1991), (1000, 2991), (1000, 3991), (1000, 4991)]
+    assert counts == [*expected, (999, 5990)], lines
+    assert all("127.0.0.1:5 /api/events" in line for line in lines)
+    assert "left" in lines[-1]
 
 
 @pytest.mark.asyncio
