@@ -31,11 +31,12 @@ from ..events import EventBus
 from ..layer import ScratchpadLayer
 from ..storage import OwnedStorage, StorageBackend
 from .context import Limits, ServerContext, layers_by_kind
-from .guard import Guard, check_token, session_value
+from .guard import Guard, check_token
 from .openapi import openapi_document
 from .pages import Pages
 from .problems import Problem, handle_problem, handle_unexpected
 from .scopes import ScopeRoutes
+from .sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_AGE, Sessions, check_lifetime
 from .stream import EventHub
 
 __all__ = ("ScratchpadApp", "create_app")
@@ -87,6 +88,12 @@ class ScratchpadApp(Starlette):
                 "the app under a server, or `async with pad.lifespan():`"
             )
         return backend
+
+    @property
+    def sessions(self) -> Sessions:
+        """The inspector's sessions, kept in memory: they end with the app (a restart asks
+        for the token again)."""
+        return self._ctx.sessions
 
     @property
     def open_streams(self) -> int:
@@ -168,6 +175,8 @@ def create_app(
     max_body_bytes: int = 1024 * 1024,
     keepalive: float = 15.0,
     recent_events: int = 200,
+    session_max_age: float = DEFAULT_MAX_AGE,
+    session_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
 ) -> ScratchpadApp:
     """The scratchpads over HTTP: an ASGI app to serve, or to mount in your app.
 
@@ -181,6 +190,8 @@ def create_app(
     ``trusted_hosts``: when set, other ``Host`` headers are refused (DNS rebinding).
     ``max_body_bytes``, ``keepalive`` (seconds between keep-alive comments on event
     streams), ``recent_events`` (kept for replay): limits with safe defaults.
+    ``session_max_age``, ``session_idle_timeout``: seconds after which an inspector session
+    ends, from its start however busy (8 h), and from its last use (1 h).
 
     Raises ``ValueError`` (or ``TypeError``: a ``storage`` or a layer of another type)
     for a bad argument, at once.
@@ -191,6 +202,10 @@ def create_app(
     if not isinstance(keepalive, int | float) or not 0 < keepalive <= 3600:
         raise ValueError(f"keepalive must be a number of seconds in (0, 3600], not {keepalive!r}")
     token = check_token(token)
+    sessions = Sessions(
+        max_age=check_lifetime("session_max_age", session_max_age),
+        idle_timeout=check_lifetime("session_idle_timeout", session_idle_timeout),
+    )
     by_kind = layers_by_kind(layers)
     limits = Limits(max_body_bytes=max_body_bytes, keepalive=keepalive, recent_events=recent_events)
     ctx = ServerContext(
@@ -198,16 +213,17 @@ def create_app(
         layers=by_kind,
         events=events or EventBus(),
         limits=limits,
+        sessions=sessions,
     )
     pages = Pages(
         openapi_document(by_kind, token=token is not None, limits=limits),
-        session=session_value(token) if token else None,
+        sessions=sessions if token else None,
     )
     return ScratchpadApp(
         ctx,
         owns_events=events is None,
         routes=_routes(ScopeRoutes(ctx), pages),
-        middleware=_middleware(token, trusted_hosts, cors_origins),
+        middleware=_middleware(token, trusted_hosts, cors_origins, sessions),
     )
 
 
@@ -225,9 +241,12 @@ def _routes(scopes: ScopeRoutes, pages: Pages) -> list[Route]:
 
 
 def _middleware(
-    token: str | None, trusted_hosts: Sequence[str] | None, cors_origins: Sequence[str]
+    token: str | None,
+    trusted_hosts: Sequence[str] | None,
+    cors_origins: Sequence[str],
+    sessions: Sessions,
 ) -> list[Middleware]:
-    middleware = [Middleware(Guard, token=token, trusted_hosts=trusted_hosts)]
+    middleware = [Middleware(Guard, token=token, trusted_hosts=trusted_hosts, sessions=sessions)]
     if cors_origins:
         # Outside the guard: a browser's preflight carries no credentials.
         cors = Middleware(

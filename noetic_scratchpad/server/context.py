@@ -11,6 +11,7 @@ from ..keys import SCOPES, Scope, check_scope_id
 from ..layer import ScratchpadHandle, ScratchpadLayer, scratchpad
 from ..storage import OwnedStorage, ScopedStorage, StorageBackend
 from .problems import Problem
+from .sessions import Sessions
 from .stream import EventHub
 
 __all__ = ("Limits", "ServerContext", "layers_by_kind")
@@ -69,6 +70,7 @@ class ServerContext:
         layers: dict[Scope, ScratchpadLayer],
         events: EventBus,
         limits: Limits,
+        sessions: Sessions,
     ) -> None:
         self.source = storage
         """The app's storage: a URL opened by the lifespan, or a backend borrowed."""
@@ -76,6 +78,8 @@ class ServerContext:
         self.events = events
         self.limits = limits
         self.hub = EventHub(recent=limits.recent_events, buffer=limits.stream_buffer)
+        self.sessions = sessions
+        """The inspector's sessions (in memory: they end with the app)."""
 
     def storage(self) -> StorageBackend:
         """The opened backend; a 503 problem until the app's lifespan has started."""

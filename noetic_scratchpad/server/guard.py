@@ -1,31 +1,40 @@
 """Who may call the app: the bearer token, the inspector's session cookie, trusted hosts.
 
-With a token, every request needs ``Authorization: Bearer <token>`` or the session cookie
-the inspector gets by presenting the token once (``POST api/session``): a browser's
-``EventSource`` cannot send headers, and the cookie never carries the token itself, only
-an HMAC of it. It is ``HttpOnly`` and ``SameSite=Strict``; the API's writes need a JSON
-body or a method a cross-site form cannot send, so the cookie cannot be used from another
-site's page. The one thing served without either is the inspector's page, a static file
-with no data in it. Tokens are compared in constant time and never logged.
+With a token, every request needs ``Authorization: Bearer <token>`` or the cookie of a
+session the inspector starts by presenting the token once (``POST api/session``): a
+browser's ``EventSource`` cannot send headers. The cookie holds a random session id the
+server knows (``sessions.py``), never the token; logout ends it, and it expires. It is
+``HttpOnly`` and ``SameSite=Strict``; the API's writes need a JSON body or a method a
+cross-site form cannot send, so the cookie cannot be used from another site's page. The
+one thing served without either is the inspector's page, a static file with no data in
+it. Tokens are compared in constant time and never logged.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Sequence
-from http.cookies import SimpleCookie
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .problems import Problem
+from .sessions import Sessions
 
-__all__ = ("COOKIE_NAME", "Guard", "check_token", "route_path", "session_value")
+__all__ = (
+    "COOKIE_NAME",
+    "Guard",
+    "check_token",
+    "route_path",
+    "session_cookie",
+    "session_of",
+)
 
 COOKIE_NAME = "noetic_scratchpad_session"
 #: Paths served without credentials: the inspector's page (static, no data in it).
 OPEN_PATHS = frozenset({"/", "/index.html"})
+#: Where the guard leaves, in the request's ``state``, the session that authorized it.
+_SESSION_STATE = "noetic_scratchpad_session"
 
 
 def check_token(token: str | None) -> str | None:
@@ -43,13 +52,6 @@ def check_token(token: str | None) -> str | None:
     return token
 
 
-def session_value(token: str) -> str:
-    """What the session cookie holds: derived from the token, never the token itself."""
-    return hmac.new(
-        token.encode(), b"noetic-scratchpad inspector session", hashlib.sha256
-    ).hexdigest()
-
-
 def route_path(scope: Scope) -> str:
     """The request's path inside this app (below the path it is mounted at)."""
     path: str = scope["path"]
@@ -63,11 +65,16 @@ class Guard:
     """ASGI middleware: refuses untrusted ``Host`` headers, then unauthenticated requests."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str | None, trusted_hosts: Sequence[str] | None
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        trusted_hosts: Sequence[str] | None,
+        sessions: Sessions,
     ) -> None:
         self.app = app
         self.token = token
-        self.session = session_value(token) if token else None
+        self.sessions = sessions
         self.trusted_hosts = (
             None if trusted_hosts is None else {host.lower() for host in trusted_hosts}
         )
@@ -95,27 +102,32 @@ class Guard:
             )
         if self.token is None or route_path(scope) in OPEN_PATHS:
             return None
-        if self.authorized(headers):
+        if self._authorized(scope, headers):
             return None
         return Problem(
             401,
             "Authentication required",
             "Send the server's token as `Authorization: Bearer <token>`; the inspector "
-            "asks for it once and keeps a session cookie.",
+            "asks for it once and keeps a session cookie, which logout ends and which "
+            "expires.",
             kind="unauthorized",
             headers={"WWW-Authenticate": 'Bearer realm="noetic-scratchpad"'},
         )
 
-    def authorized(self, headers: Headers) -> bool:
-        """Whether the request carries the token, or the session cookie derived from it."""
-        token, session = self.token, self.session
-        if token is None or session is None:
+    def _authorized(self, scope: Scope, headers: Headers) -> bool:
+        """Whether the request carries the token, or the cookie of a session not ended
+        (which is then noted in the request's ``state``: its event stream ends with it)."""
+        token = self.token
+        if token is None:
             return True
         scheme, _, credentials = headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and credentials:
             return hmac.compare_digest(credentials.strip().encode(), token.encode())
-        cookie = _cookie(headers.get("cookie", ""), COOKIE_NAME)
-        return cookie is not None and hmac.compare_digest(cookie.encode(), session.encode())
+        session_id = session_cookie(headers.get("cookie", ""))
+        if not self.sessions.check(session_id):
+            return False
+        scope.setdefault("state", {})[_SESSION_STATE] = session_id
+        return True
 
     def _host_trusted(self, headers: Headers) -> bool:
         host = headers.get("host", "").lower()
@@ -126,10 +138,21 @@ class Guard:
         return name in self.trusted_hosts if self.trusted_hosts is not None else True
 
 
-def _cookie(header: str, name: str) -> str | None:
-    try:
-        jar = SimpleCookie(header)
-    except Exception:  # a malformed Cookie header: as if there were none
-        return None
-    morsel = jar.get(name)
-    return None if morsel is None else morsel.value
+def session_of(scope: Scope) -> str | None:
+    """The id of the session whose cookie authorized the request (``None``: the token did,
+    or no token is needed)."""
+    session_id: str | None = scope.get("state", {}).get(_SESSION_STATE)
+    return session_id
+
+
+def session_cookie(header: str) -> str | None:
+    """The session cookie's value in a ``Cookie`` header, if there is one.
+
+    Read by hand, in one pass: ``http.cookies`` takes quadratic time on some values (a
+    quoted run of backslashes), and a session id is never quoted or escaped.
+    """
+    for pair in header.split(";"):
+        name, equals, value = pair.partition("=")
+        if equals and name.strip() == COOKIE_NAME:
+            return value.strip()
+    return None

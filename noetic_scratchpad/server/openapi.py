@@ -56,13 +56,17 @@ def openapi_document(
                 [400],
             ),
             "post": _operation(
-                "Start an inspector session: a cookie standing in for the token",
+                "Start an inspector session: a cookie standing in for the token until "
+                "DELETE or expiry",
                 token,
                 {204: _empty("Session cookie set", cookie=True)},
                 [400],
             ),
             "delete": _operation(
-                "End the inspector session", token, {204: _empty("Cookie cleared")}, [400]
+                "End the inspector session: its cookie is refused from now on",
+                token,
+                {204: _empty("Session ended, cookie cleared")},
+                [400],
             ),
         },
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import re
 from importlib import resources
 from typing import Any
@@ -11,8 +12,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from .guard import COOKIE_NAME
+from .guard import COOKIE_NAME, session_cookie
 from .inputs import json_response
+from .sessions import Sessions
 
 __all__ = ("Pages",)
 
@@ -40,9 +42,10 @@ def _inspector() -> tuple[str, str]:
 class Pages:
     """``GET /`` (the inspector), ``GET openapi.json``, ``api/session``."""
 
-    def __init__(self, document: dict[str, Any], *, session: str | None) -> None:
+    def __init__(self, document: dict[str, Any], *, sessions: Sessions | None) -> None:
         self.document = document
-        self.session = session
+        self.sessions = sessions
+        """The app's sessions; ``None`` when it needs no token (and so no session)."""
         self.page, self.policy = _inspector()
 
     async def inspector(self, request: Request) -> Response:
@@ -63,23 +66,27 @@ class Pages:
 
     async def session_info(self, request: Request) -> Response:
         """Whether this server needs a token (the caller, past the guard, has one)."""
-        return json_response({"token_required": self.session is not None})
+        return json_response({"token_required": self.sessions is not None})
 
     async def start_session(self, request: Request) -> Response:
-        """Set the session cookie (the guard has checked the token already)."""
+        """Start a session and set its cookie (the guard has checked the token already)."""
         response = Response(status_code=204)
-        if self.session is not None:
+        if self.sessions is not None:
             response.set_cookie(
                 COOKIE_NAME,
-                self.session,
+                self.sessions.start(),
+                max_age=math.ceil(self.sessions.max_age),
                 path=_cookie_path(request),
                 httponly=True,
                 samesite="strict",
-                secure=request.url.scheme == "https",
+                secure=request.scope.get("scheme") == "https",
             )
         return response
 
     async def end_session(self, request: Request) -> Response:
+        """End the session the request's cookie names, and clear the cookie."""
+        if self.sessions is not None:
+            self.sessions.end(session_cookie(request.headers.get("cookie", "")))
         response = Response(status_code=204)
         response.delete_cookie(
             COOKIE_NAME, path=_cookie_path(request), httponly=True, samesite="strict"

@@ -24,6 +24,7 @@ from ..events import ScratchpadEvent
 from ..keys import SCOPES, layer_prefix, parse_state_key
 from ..keys import Scope as ScopeKind
 from .context import ServerContext
+from .guard import session_of
 from .inputs import int_param, iso_time, json_response, read_json_object
 from .openapi import MAX_OFFSET
 from .problems import Problem, storage_errors, update_problem
@@ -208,12 +209,16 @@ class ScopeRoutes:
 
     def _stream(self, request: Request, accepts: Callable[[ScratchpadEvent], bool]) -> EventStream:
         limits = self.ctx.limits
+        session_id = session_of(request.scope)
+        sessions = self.ctx.sessions
         return EventStream(
             self.ctx.hub,
             accepts,
             keepalive=limits.keepalive,
             last_event_id=request.headers.get("last-event-id"),
             replay=int_param(request, "replay", 0, 0, limits.recent_events),
+            # Opened with a session's cookie: it ends with the session (logout, expiry).
+            allowed=None if session_id is None else lambda: sessions.alive(session_id),
         )
 
 

@@ -220,6 +220,7 @@ class EventStream(Response):
         keepalive: float,
         last_event_id: str | None,
         replay: int,
+        allowed: Callable[[], bool] | None = None,
     ) -> None:
         super().__init__(media_type="text/event-stream")
         self.hub = hub
@@ -227,6 +228,9 @@ class EventStream(Response):
         self.keepalive = keepalive
         self.last_event_id = last_event_id
         self.replay = replay
+        self.allowed = allowed
+        """Whether the client may still be served, asked before each write (``None``:
+        always): a stream opened with a session's cookie ends with the session."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # Subscribed here, before any byte is sent, and unsubscribed by the ``finally``
@@ -264,14 +268,19 @@ class EventStream(Response):
 
     async def _pump(self, send: Send, events: MemoryObjectReceiveStream[Numbered]) -> None:
         while True:
+            item: Numbered | None = None
             try:
                 with anyio.fail_after(self.keepalive):
                     item = await events.receive()
             except TimeoutError:
-                await _body(send, b": keep-alive\n\n")
-                continue
+                pass
             except anyio.EndOfStream:
                 return
+            if self.allowed is not None and not self.allowed():
+                return
+            if item is None:
+                await _body(send, b": keep-alive\n\n")
+                continue
             batch = [item]
             while len(batch) < 64:  # what else is waiting goes out in the same write
                 try:

@@ -30,6 +30,16 @@ class TaskNotes(BaseModel):
     blockers: list[str] = []
 
 
+class FakeClock:
+    """Monotonic seconds that move only when the test moves them."""
+
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @asynccontextmanager
 async def api_client(
     pad: ScratchpadApp, headers: dict[str, str] | None = None

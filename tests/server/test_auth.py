@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
 
 from noetic_scratchpad import scratchpad
-from noetic_scratchpad.server import create_app
+from noetic_scratchpad.server import ScratchpadApp, create_app
 from noetic_scratchpad.server.guard import COOKIE_NAME
+from noetic_scratchpad.server.sessions import Sessions
 
-from .helpers import AUTH, TOKEN, api_client, served, sse
+from .helpers import AUTH, TOKEN, FakeClock, api_client, served, sse
 
 
 @pytest.mark.asyncio
@@ -73,6 +77,148 @@ async def test_the_session_cookie_stands_in_for_the_token_and_is_not_the_token()
         assert (await client.get("/api/scopes")).status_code == 401
         client.cookies.set(COOKIE_NAME, "forged")
         assert (await client.get("/api/scopes")).status_code == 401
+
+
+def _session_cookie(response: httpx.Response) -> str:
+    cookie = response.headers["set-cookie"]
+    assert cookie.startswith(f"{COOKIE_NAME}=")
+    return cookie.partition("=")[2].partition(";")[0]
+
+
+@asynccontextmanager
+async def _with_cookie(pad: ScratchpadApp, value: str) -> AsyncIterator[httpx.AsyncClient]:
+    """Another client sending only ``value`` as the session cookie, as a thief would."""
+    transport = httpx.ASGITransport(app=pad)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://127.0.0.1", cookies={COOKIE_NAME: value}
+    ) as client:
+        yield client
+
+
+@pytest.mark.asyncio
+async def test_logout_ends_the_session_for_whoever_holds_its_cookie() -> None:
+    """The cookie was a fixed HMAC of the token: after DELETE api/session a captured copy
+    still read and wrote. Now it names a session the server ended: 401 for everything."""
+    pad = create_app("memory://", token=TOKEN)
+    async with api_client(pad) as client:
+        captured = _session_cookie(await client.post("/api/session", headers=AUTH))
+        async with _with_cookie(pad, captured) as thief:
+            assert (await thief.get("/api/scopes")).status_code == 200
+            assert (await client.delete("/api/session")).status_code == 204
+            refused = [
+                await thief.get("/api/scopes"),
+                await thief.patch("/api/scopes/thread/t1", json={"a": 1}),
+                await thief.delete("/api/scopes/thread/t1"),
+                await thief.post("/api/session"),
+            ]
+        assert [response.status_code for response in refused] == [401] * 4
+        # The token still works, and starts a new session with a new cookie.
+        assert (await client.get("/api/scopes", headers=AUTH)).status_code == 200
+        again = _session_cookie(await client.post("/api/session", headers=AUTH))
+        assert again != captured
+        assert (await client.get("/api/scopes")).status_code == 200
+
+
+@pytest.mark.asyncio
+async def test_sessions_are_random_and_end_one_at_a_time() -> None:
+    pad = create_app("memory://", token=TOKEN)
+    async with api_client(pad) as client:
+        first = _session_cookie(await client.post("/api/session", headers=AUTH))
+        second = _session_cookie(await client.post("/api/session", headers=AUTH))
+        assert first != second
+        assert TOKEN not in first + second
+        async with _with_cookie(pad, first) as one, _with_cookie(pad, second) as other:
+            assert (await one.delete("/api/session")).status_code == 204
+            assert (await one.get("/api/scopes")).status_code == 401
+            assert (await other.get("/api/scopes")).status_code == 200
+
+
+@pytest.mark.asyncio
+async def test_sessions_expire_when_idle_and_at_their_max_age() -> None:
+    clock = FakeClock()
+    pad = create_app("memory://", token=TOKEN, session_max_age=600, session_idle_timeout=120)
+    pad.sessions.clock = clock
+    async with api_client(pad) as client:
+        started = await client.post("/api/session", headers=AUTH)
+        assert "Max-Age=600" in started.headers["set-cookie"]
+        idle = _session_cookie(started)
+        busy = _session_cookie(await client.post("/api/session", headers=AUTH))
+        async with _with_cookie(pad, idle) as sleeper, _with_cookie(pad, busy) as worker:
+            for _ in range(5):  # the worker uses its session every 100 s, the sleeper not
+                clock.now += 100
+                assert (await worker.get("/api/scopes")).status_code == 200
+            assert (await sleeper.get("/api/scopes")).status_code == 401  # idle past 120 s
+            clock.now += 99  # 599 s old
+            assert (await worker.get("/api/scopes")).status_code == 200
+            clock.now += 1  # 600 s: its max age, however busy
+            assert (await worker.get("/api/scopes")).status_code == 401
+        assert (await client.get("/api/scopes", headers=AUTH)).status_code == 200
+
+
+@pytest.mark.asyncio
+async def test_the_session_cookie_is_secure_over_https() -> None:
+    pad = create_app("memory://", token=TOKEN)
+    async with pad.lifespan():
+        transport = httpx.ASGITransport(app=pad)
+        async with httpx.AsyncClient(transport=transport, base_url="https://pad.example") as tls:
+            cookie = (await tls.post("/api/session", headers=AUTH)).headers["set-cookie"]
+    assert "Secure" in cookie
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie
+    assert f"Max-Age={8 * 3600}" in cookie
+
+
+def test_session_lifetimes_must_be_positive_and_bounded() -> None:
+    for name in ("session_max_age", "session_idle_timeout"):
+        for value in (0, -1, True, "600", float("inf"), float("nan"), 401 * 24 * 3600):
+            with pytest.raises(ValueError, match=name):
+                create_app("memory://", token=TOKEN, **{name: value})
+
+
+def test_the_number_of_sessions_kept_is_bounded() -> None:
+    """Started and never ended (a script posting its token in a loop): the least recently
+    used session goes first; memory stays bounded."""
+    clock = FakeClock()
+    sessions = Sessions(max_age=600, idle_timeout=600, limit=3, clock=clock)
+    ids = []
+    for _ in range(3):
+        ids.append(sessions.start())
+        clock.now += 1
+    assert sessions.check(ids[0])  # used: now the most recent
+    ids.append(sessions.start())
+    assert len(sessions) == 3
+    assert [sessions.check(one) for one in ids] == [True, False, True, True]
+
+
+@pytest.mark.asyncio
+async def test_a_stream_opened_with_a_session_ends_when_the_session_ends() -> None:
+    """An EventSource opened with the cookie before logout must not go on receiving."""
+    pad = create_app("memory://", token=TOKEN, keepalive=0.2)
+    async with served(pad) as server, httpx.AsyncClient(base_url=server.url) as client:
+        await client.post("/api/session", headers=AUTH)
+        async with sse(client, "/api/events") as reader:
+            await client.patch("/api/scopes/thread/t1", json={"a": 1})
+            await reader.wait_for(lambda r: len(r.events) == 1)
+            assert (await client.delete("/api/session")).status_code == 204
+            await client.patch("/api/scopes/thread/t1", json={"a": 2}, headers=AUTH)
+            await reader.wait_for(lambda r: r.ended_cleanly, 2)
+        assert len(reader.events) == 1
+        again = await client.get("/api/events")  # the EventSource reconnecting
+        assert again.status_code == 401
+
+
+@pytest.mark.asyncio
+async def test_a_hostile_cookie_header_is_read_in_linear_time() -> None:
+    """``http.cookies`` (Python 3.11.7) unquotes a quoted run of backslashes in quadratic
+    time: 40,000 characters held the event loop for 3.5 s per request."""
+    pad = create_app("memory://", token=TOKEN)
+    hostile = f'{COOKIE_NAME}="' + "\\\\" * 20_000 + '"'
+    async with api_client(pad) as client:
+        began = time.perf_counter()
+        refused = await client.get("/api/scopes", headers={"Cookie": hostile})
+        seconds = time.perf_counter() - began
+    assert refused.status_code == 401
+    assert seconds < 0.5
 
 
 @pytest.mark.asyncio

@@ -23,7 +23,7 @@ from noetic_scratchpad.server import ScratchpadApp, create_app
 from noetic_scratchpad.server.stream import EventHub, EventStream
 from noetic_scratchpad.storage import MemoryStorage
 
-from .helpers import SseReader, TaskNotes, served, sse
+from .helpers import FakeClock, SseReader, TaskNotes, served, sse
 
 
 class RecordingStorage(MemoryStorage):
@@ -241,14 +241,6 @@ async def test_stalled_clients_are_reported_with_counts_not_once_per_event(
     assert sum(since for since, _ in counts) == 20 * 1999
     assert sorted(total for _, total in counts) == [1] * 20 + [1999] * 20
     assert sum("left" in line for line in lines) == 20
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_stalled_client_is_reported_once_per_interval() -> None:
