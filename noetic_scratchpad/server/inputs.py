@@ -34,8 +34,7 @@ async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
             "Send the update as a JSON object with `Content-Type: application/json`.",
             kind="unsupported-media-type",
         )
-    declared = request.headers.get("content-length", "")
-    if declared.isdecimal() and int(declared) > limit:
+    if _declared_length(request) > limit:
         raise _too_large(limit)
     body = bytearray()
     try:
@@ -65,6 +64,15 @@ async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
         if exc.kind == "depth":
             raise _malformed("The body nests too deeply to be parsed.") from None
         raise _malformed(f"The body is not valid JSON: {exc}.") from None
+
+
+def _declared_length(request: Request) -> int:
+    """The body's ``Content-Length`` (0 if absent or not ASCII digits), capped past any
+    limit: int() of over 4,300 digits raises, and of fewer costs time."""
+    declared = request.headers.get("content-length", "").strip().lstrip("0")
+    if not declared.isascii() or not declared.isdigit():
+        return 0
+    return int(declared) if len(declared) <= 18 else 10**18
 
 
 def int_param(request: Request, name: str, default: int, minimum: int, maximum: int) -> int:

@@ -158,6 +158,27 @@ async def test_oversized_body_and_state_are_refused() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_content_length_past_int_limits_is_a_413_not_a_500() -> None:
+    """int() of over 4,300 digits raises: a declared length of 5,001 digits was a 500."""
+    pad = create_app("memory://", max_body_bytes=1000)
+    async with api_client(pad) as client:
+        for declared in ("1" + "0" * 5000, "9" * 20, "0" * 30 + "1001"):
+            huge = await client.patch(
+                "/api/scopes/thread/t1",
+                content=b'{"a": 1}',
+                headers={"Content-Type": "application/json", "Content-Length": declared},
+            )
+            assert_problem(huge, 413, "body-too-large")
+        # Not ASCII digits: not a length this server reads; the body itself is measured.
+        arabic = await client.patch(
+            "/api/scopes/thread/t1",
+            content=b'{"a": 1}',
+            headers={"Content-Type": "application/json", "Content-Length": "\u0663".encode()},
+        )
+        assert arabic.status_code == 200
+
+
+@pytest.mark.asyncio
 async def test_bad_ids_kinds_and_parameters_are_4xx_problems() -> None:
     pad = create_app("memory://", layers=[scratchpad()])  # thread scopes only
     async with api_client(pad) as client:

@@ -3,6 +3,7 @@ written), the history with a diff per entry, and revert."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -110,6 +111,49 @@ async def test_tags_that_are_not_the_current_one_are_refused(if_match: str, says
         refused = await client.patch(T1, json={"goal": "b"}, headers={"If-Match": if_match})
         assert says in assert_problem(refused, 412, "precondition-failed")["detail"]
         assert (await scope(client))[:2] == (1, {"goal": "a"})
+
+
+@pytest.mark.parametrize(
+    "if_match",
+    [
+        '"a"' + " " * 20_000 + "x",  # was 6.9 s: a regex tried at each of the spaces
+        '"a",' + " " * 20_000 + '"b"',
+        '"' + "a" * 100_000,
+        "W/" * 50_000,
+    ],
+    ids=["spaces-then-junk", "spaces-between-tags", "unclosed-quote", "many-weak-markers"],
+)
+@pytest.mark.asyncio
+async def test_a_long_if_match_is_read_in_linear_time_and_refused(if_match: str) -> None:
+    pad = create_app("memory://")
+    async with api_client(pad) as client:
+        await client.patch(T1, json={"goal": "a"})
+        began = time.perf_counter()
+        refused = await client.patch(T1, json={"goal": "b"}, headers={"If-Match": if_match})
+        seconds = time.perf_counter() - began
+        assert_problem(refused, 412, "precondition-failed")
+        assert seconds < 0.5
+        assert (await scope(client))[:2] == (1, {"goal": "a"})
+
+
+@pytest.mark.asyncio
+async def test_if_match_must_be_star_or_a_list_of_tags_to_match() -> None:
+    """A list with something else in it names no state: nothing is written on a guess."""
+    pad = create_app("memory://")
+    async with api_client(pad) as client:
+        await client.patch(T1, json={"goal": "a"})
+        tag = (await scope(client))[2]
+        for if_match in (f"{tag}, junk", f"*, {tag}", f"{tag} {tag}", f"{tag}x"):
+            refused = await client.patch(T1, json={"goal": "b"}, headers={"If-Match": if_match})
+            assert (
+                "list of entity tags"
+                in assert_problem(refused, 412, "precondition-failed")["detail"]
+            ), if_match
+        for listed in (' , {tag} ,, W/"x" ', '"x",{tag}', "\t{tag}\t"):
+            if_match = listed.format(tag=tag)
+            ok = await client.patch(T1, json={"goal": "c"}, headers={"If-Match": if_match})
+            assert ok.status_code == 200, if_match
+            tag = ok.headers["etag"]
 
 
 @pytest.mark.asyncio
