@@ -37,8 +37,6 @@ Numbered = tuple[int, ScratchpadEvent]
 
 #: The longest ``Last-Event-ID`` read: ids are ``{8 hex digits}-{n}``; longer ones are ignored.
 MAX_EVENT_ID = 64
-
-
 #: How often a client too slow for its events is reported, in seconds: once per interval,
 #: with the count dropped since the last report, rather than a line per event dropped.
 REPORT_INTERVAL = 10.0
@@ -157,7 +155,7 @@ class EventHub:
                 headers={"Retry-After": "1"},
             )
         kept = [item for item in self._recent if accepts(item[1])]
-        after = self.resume_after(last_event_id)
+        after = self._resume_after(last_event_id)
         if after is not None:
             backlog = [item for item in kept if item[0] > after]
         else:
@@ -175,7 +173,7 @@ class EventHub:
 
         return backlog, receive, unsubscribe
 
-    def resume_after(self, last_event_id: str | None) -> int | None:
+    def _resume_after(self, last_event_id: str | None) -> int | None:
         """The number after which a reconnecting client needs events: an id of this run,
         its number; an id of another run, ``0`` (all kept); ``None`` (as if none was sent)
         for no id or one no run issues: malformed, too long, or past this run's last event.
