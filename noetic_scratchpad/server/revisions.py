@@ -149,21 +149,13 @@ class Revisions:
         return json_response(body)
 
     async def _journal(self, target: Target, limit: int) -> tuple[Revision, list[JournalRow]]:
-        """The stored state and the newest ``limit`` journal rows, read so that they agree:
-        a write between the two reads leaves the journal ahead of the state: read again."""
-        for _ in range(ATTEMPTS):
-            found, rows = await self._read_journal(target, limit)
-            if not rows or rows[0].revision <= found.revision:
-                break
-        return found, rows
-
-    async def _read_journal(self, target: Target, limit: int) -> tuple[Revision, list[JournalRow]]:
-        found = await self.stored(target)
-        if found is None:
-            raise not_stored(target)
+        """The stored state and the newest ``limit`` journal rows, read at one instant so
+        that they agree (``journal_view``)."""
         with storage_errors(), anyio.fail_after(self.ctx.read_timeout(target.kind)):
-            rows = await self.ctx.storage().journal(target.key, limit=limit)
-        return found, rows
+            view = await self.ctx.storage().journal_view(target.key, limit=limit)
+        if view.current is None:
+            raise not_stored(target)
+        return view.current, view.rows
 
     async def revert(self, request: Request, target: Target, handle: ScratchpadHandle) -> Response:
         """Make the state right after ``{"revision": N}`` the scope's new revision."""
