@@ -13,11 +13,29 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ("PROVIDER_NAME", "ToolNameMap")
+from ..errors import ScratchpadConfigError
+
+__all__ = ("PROVIDER_NAME", "ToolNameMap", "check_tool_names")
 
 PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _MAX = 64
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def check_tool_names(tool_name: str, edit_tool_name: str) -> None:
+    """Refuse a framework integration's tool names that a provider would not take, or
+    one name for both of the scratchpad's tools (``ScratchpadConfigError``)."""
+    for option, name in (("tool_name", tool_name), ("edit_tool_name", edit_tool_name)):
+        if not isinstance(name, str) or not PROVIDER_NAME.match(name):
+            raise ScratchpadConfigError(
+                f"{option} {name!r} is not a name providers accept: use 1 to 64 "
+                "letters, digits, '_' or '-'"
+            )
+    if tool_name == edit_tool_name:
+        raise ScratchpadConfigError(
+            f"edit_tool_name {edit_tool_name!r} is also the update tool's name; give the "
+            "edit tool another name"
+        )
 
 
 def _sanitize(name: str) -> str:

@@ -15,7 +15,6 @@ The scope (thread, optional resource) comes from the run's context. Needs the ex
 
 from __future__ import annotations
 
-import copy
 import inspect
 import logging
 from collections import OrderedDict
@@ -33,19 +32,27 @@ except ImportError as exc:  # the extra is not installed, or the SDK cannot load
         'it with: pip install "noetic-scratchpad[openai-agents]"'
     ) from exc
 
-from ..adapters.names import PROVIDER_NAME
+from ..adapters.names import check_tool_names
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..events import EventBus
-from ..layer import LayerFunction, ScratchpadHandle, ScratchpadLayer, scratchpad
+from ..layer import HostTool, ScratchpadHandle, ScratchpadLayer, scratchpad, storage_failure_text
 from ..storage import OwnedStorage, StorageBackend
 
-__all__ = ("DEFAULT_TOOL_NAME", "RunScope", "Scratchpad", "scope_from_context")
+__all__ = (
+    "DEFAULT_EDIT_TOOL_NAME",
+    "DEFAULT_TOOL_NAME",
+    "RunScope",
+    "Scratchpad",
+    "scope_from_context",
+)
 
 logger = logging.getLogger("noetic_scratchpad.integrations.openai_agents")
 
 #: The update tool's default name: the SDK sends tool names to the provider as they are,
 #: and OpenAI accepts only ``^[a-zA-Z0-9_-]{1,64}$`` (so not ``scratchpad/update``).
 DEFAULT_TOOL_NAME = "scratchpad_update"
+#: The edit tool's default name (offered with ``edit_tool=True``).
+DEFAULT_EDIT_TOOL_NAME = "scratchpad_edit"
 
 #: Scopes whose handles are kept between calls; the least recently used goes first.
 DEFAULT_MAX_SCOPES = 256
@@ -86,17 +93,8 @@ def scope_from_context(run_context: RunContextWrapper[Any]) -> RunScope:
     return RunScope(thread_id, resource_id if isinstance(resource_id, str) else None)
 
 
-def _storage_failure_text(tool: str) -> str:
-    """What the model reads when storage failed under its update."""
-    return (
-        "Error: the scratchpad is unavailable right now (a storage failure), so this update "
-        f"may not have been saved. Carry on with the task and call {tool} again later with "
-        "the same fields; repeating an update is harmless."
-    )
-
-
 class Scratchpad:
-    """A scratchpad for Agents SDK agents: :attr:`tool` and :meth:`instructions`.
+    """A scratchpad for Agents SDK agents: :attr:`tools` and :meth:`instructions`.
 
     ``Scratchpad(storage=URL_OR_BACKEND, schema=TaskNotes)``; any ``scratchpad()`` option
     (``schema``, ``scope``, ``template``, ``read_only``, ...) may be given, or a built layer
@@ -105,7 +103,8 @@ class Scratchpad:
     ``$NOETIC_SCRATCHPAD_STORAGE``, else ``memory://``. ``scope_from``: the run's scope
     from its ``RunContextWrapper`` (default :func:`scope_from_context`). ``events``: a bus
     to report on (default, one of its own at :attr:`events`). ``budget``: the block's
-    token budget (default, the layer's).
+    token budget (default, the layer's). ``tool_name``, ``edit_tool_name``: the tools'
+    names (the edit tool is offered with ``edit_tool=True``).
     """
 
     def __init__(
@@ -117,6 +116,7 @@ class Scratchpad:
         scope_from: ScopeResolver = scope_from_context,
         events: EventBus | None = None,
         tool_name: str = DEFAULT_TOOL_NAME,
+        edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
         budget: int | None = None,
         max_scopes: int = DEFAULT_MAX_SCOPES,
         **options: Any,
@@ -125,11 +125,7 @@ class Scratchpad:
             raise ScratchpadConfigError(
                 f"give either a layer or scratchpad() options, not both (got {sorted(options)})"
             )
-        if not PROVIDER_NAME.match(tool_name):
-            raise ScratchpadConfigError(
-                f"tool_name {tool_name!r} is not a name providers accept: use 1 to 64 "
-                "letters, digits, '_' or '-'"
-            )
+        check_tool_names(tool_name, edit_tool_name)
         if max_scopes < 1:
             raise ScratchpadConfigError(f"max_scopes must be at least 1, not {max_scopes}")
         self.layer = layer if layer is not None else scratchpad(**options)
@@ -142,29 +138,38 @@ class Scratchpad:
         self._storage = OwnedStorage(storage)
         self.storage_url = self._storage.url  # secrets hidden: it is shown in repr
         self._handles: OrderedDict[RunScope, ScratchpadHandle] = OrderedDict()
-        self.tool = self._build_tool(tool_name)
-        """The update tool: put it in ``Agent(tools=[...])``."""
+        self._names = {"update": tool_name, "edit": edit_tool_name}
+        self.tools: list[FunctionTool] = [
+            self._build_tool(tool) for tool in self.layer.host_tools(self._names)
+        ]
+        """The tools: ``Agent(tools=notes.tools)`` (the update tool, and the edit tool
+        with ``edit_tool=True``)."""
+        self.tool = self.tools[0]
+        """The update tool alone."""
 
-    def _build_tool(self, name: str) -> FunctionTool:
-        """The update as a ``FunctionTool`` with a non-strict schema.
+    def _build_tool(self, tool: HostTool) -> FunctionTool:
+        """One of the layer's tools as a ``FunctionTool``, strict only where the layer's is.
 
-        Why not strict: the SDK's strict mode (its default) rewrites a schema so that every
-        property is required and drops the defaults. With a schema, the model would then
-        have to send every field on every update, and a partial update (the point of the
-        merge) would be refused or padded with made-up values; without a schema (a free
-        object) strict mode refuses the tool outright. The schema the model sees here is
-        the layer's own: the schema's fields, all optional. Read-only scratchpads keep the
-        tool disabled, so the model never sees it.
+        Why the update is not strict: the SDK's strict mode (its default) rewrites a schema
+        so that every property is required and drops the defaults. With a schema, the model
+        would then have to send every field on every update, and a partial update (the
+        point of the merge) would be refused or padded with made-up values; without a
+        schema (a free object) strict mode refuses the tool outright. The schema the model
+        sees here is the layer's own: the schema's fields, all optional. The edit tool's
+        schema is made for strict mode. Read-only scratchpads keep the tools disabled, so
+        the model never sees them.
         """
-        update = self.layer.provides["update"]
-        assert isinstance(update, LayerFunction)  # "snapshot" is the data, "update" this
+
+        async def invoke(tool_context: ToolContext[Any], arguments: str) -> str:
+            return await self._invoke(tool.function, tool_context, arguments)
+
         return FunctionTool(
-            name=name,
-            description=update.description,
-            params_json_schema=copy.deepcopy(dict(update.parameters)),
-            on_invoke_tool=self._invoke,
-            strict_json_schema=False,
-            is_enabled=not self.layer.config.read_only,
+            name=tool.name,
+            description=tool.description,
+            params_json_schema=tool.parameters,
+            on_invoke_tool=invoke,
+            strict_json_schema=tool.strict,
+            is_enabled=tool.exposed,
         )
 
     # -- what the SDK calls ----------------------------------------------------------------
@@ -178,6 +183,7 @@ class Scratchpad:
         """
 
         async def instructions(run_context: RunContextWrapper[Any], agent: Agent[Any]) -> str:
+            self._check_tools(agent)
             text = base(run_context, agent) if callable(base) else base
             if inspect.isawaitable(text):
                 text = await text
@@ -186,22 +192,35 @@ class Scratchpad:
 
         return instructions
 
-    async def _invoke(self, tool_context: ToolContext[Any], arguments: str) -> str:
-        """The tool's body. A refusal or a storage failure becomes the output the model
+    def _check_tools(self, agent: Agent[Any]) -> None:
+        """Refuse an agent that was given some of the scratchpad's tools but not all: with
+        ``edit_tool=True`` and ``tools=[notes.tool]``, the edit tool would be missing."""
+        given = {id(tool) for tool in agent.tools}
+        mine = [tool for tool in self.tools if id(tool) in given]
+        if mine and len(mine) < len(self.tools):
+            missing = ", ".join(tool.name for tool in self.tools if id(tool) not in given)
+            raise ScratchpadConfigError(
+                f"the agent {agent.name!r} has the scratchpad's tool {mine[0].name!r} but not "
+                f"{missing}, which this scratchpad offers (edit_tool=True); pass "
+                "Agent(tools=[*notes.tools, ...]), or build the scratchpad without edit_tool"
+            )
+
+    async def _invoke(self, function: str, tool_context: ToolContext[Any], arguments: str) -> str:
+        """A tool's body. A refusal or a storage failure becomes the output the model
         reads, never an exception: an exception would fail the whole run."""
-        tool = tool_context.tool_name or self.tool.name  # the name the model called
+        tool = tool_context.tool_name or self._names[function]  # the name the model called
         call_id = tool_context.tool_call_id
         try:
             handle, _ = await self._handle_for(tool_context)
-            handle.tool_name = tool
+            handle.name_tools({f"{self.layer.id}/{function}": tool})
             # The SDK refuses a reused id within a run; across runs on a thread the handle
             # tells a retry (same id and arguments) from a new call under an old id.
-            return await handle.call("update", arguments, call_id=call_id)
+            return await handle.call(function, arguments, call_id=call_id)
         except ScratchpadUpdateError as exc:
             return f"Error: {exc.message}"
         except StorageError as exc:
-            logger.warning("scratchpad update %s not confirmed by storage: %s", call_id, exc)
-            return _storage_failure_text(tool)
+            logger.warning("scratchpad %s %s not confirmed by storage: %s", function, call_id, exc)
+            return f"Error: {storage_failure_text(exc, tool)}"
 
     # -- for application code --------------------------------------------------------------
 
@@ -234,8 +253,9 @@ class Scratchpad:
             thread_id=scope.thread_id,
             resource_id=scope.resource_id,
             events=self.events,
-            tool_name=self.tool.name,
+            tool_name=self._names["update"],
         )
+        handle.name_tools({f"{self.layer.id}/edit": self._names["edit"]})
         self._handles[scope] = handle
         while len(self._handles) > self.max_scopes:
             self._handles.popitem(last=False)

@@ -18,9 +18,10 @@ from .base import (
     StoreResult,
 )
 from .config import UPDATE_TOOL, ScratchpadConfig, ScratchpadState
+from .failures import storage_failure_text, unreadable_text
 from .handle import ScratchpadHandle
 from .journal import HistoryEntry
-from .scratchpad import ScratchpadLayer, scratchpad
+from .scratchpad import HostTool, ScratchpadLayer, scratchpad
 
 __all__ = (
     "UPDATE_TOOL",
@@ -28,6 +29,7 @@ __all__ = (
     "ContextLayer",
     "FunctionOutcome",
     "HistoryEntry",
+    "HostTool",
     "InitResult",
     "JournaledHandle",
     "LayerData",
@@ -45,4 +47,6 @@ __all__ = (
     "StoreResult",
     "parse_arguments",
     "scratchpad",
+    "storage_failure_text",
+    "unreadable_text",
 )

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..context import ExecutionContext
-from ..edits import EDIT_DESCRIPTION, EDIT_PARAMETERS
+from ..edits import EDIT_DESCRIPTION, EDIT_PARAMETERS, edit_description
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..events import EventBus
 from ..items import FunctionCall, LLMResponse, Message
@@ -32,7 +32,22 @@ from .load import load
 from .pipeline import UpdatePipeline
 from .view import view_of
 
-__all__ = ("ScratchpadLayer", "scratchpad")
+__all__ = ("HostTool", "ScratchpadLayer", "scratchpad")
+
+
+@dataclass(frozen=True, slots=True)
+class HostTool:
+    """One of the layer's tools as a host presents it: the layer's ``function``
+    (``update``, ``edit``) under the host's ``name``, with the layer's description and
+    parameters (a copy the host may change). ``exposed=False``: the scratchpad is read-only,
+    and the model must not be offered it."""
+
+    function: str
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    strict: bool
+    exposed: bool
 
 
 class ScratchpadLayer:
@@ -115,6 +130,31 @@ class ScratchpadLayer:
         handle.adopt(loaded)
         handle.tool_name = tool_name
         return handle
+
+    def host_tools(self, names: Mapping[str, str]) -> list[HostTool]:
+        """The tools this scratchpad has (``update``, and ``edit`` with ``edit_tool=True``)
+        under the names a host presents them with: ``names`` maps each function to its
+        name. Texts that name another tool name it as the host does. A host offers the
+        model those that are ``exposed``."""
+        tools = []
+        for function in ("update", "edit"):
+            provided = self.provides.get(function)
+            if not isinstance(provided, LayerFunction):
+                continue
+            description = provided.description
+            if function == "edit":
+                description = edit_description(names["update"])
+            tools.append(
+                HostTool(
+                    function,
+                    names[function],
+                    description,
+                    copy.deepcopy(dict(provided.parameters)),
+                    provided.strict,
+                    provided.exposed,
+                )
+            )
+        return tools
 
     # -- hooks ---------------------------------------------------------------------------
 

@@ -149,7 +149,7 @@ class Execution:
         )
         query = _last_user_text(conversation)
         specs, tools = self.toolset(self.agent)
-        self._name_tools(specs)
+        sent_names = self._name_tools(specs)
         calls: list[FunctionCall] = []
         for step in range(1, self.limit + 1):
             response = await self._ask(step, specs, states, query, conversation)
@@ -159,7 +159,7 @@ class Execution:
             await self.stack.store(ctx, states, response)
             if not calls:
                 return self._result(response, conversation, step, states)
-            tool_calls = ToolCalls(ctx, self.layer_tools, specs, tools)
+            tool_calls = ToolCalls(ctx, self.layer_tools, specs, tools, sent_names)
             for call in calls:
                 conversation.append(await tool_calls.run(call))
             await self.stack.refresh(ctx, states)
@@ -188,17 +188,19 @@ class Execution:
         )
         return as_response(await self.agent.model(request))
 
-    def _name_tools(self, specs: Sequence[ToolSpec]) -> None:
+    def _name_tools(self, specs: Sequence[ToolSpec]) -> Mapping[str, str]:
         """Tell the layers' handles the names a provider adapter sends their tools under,
-        so that what they tell the model names the tool it sees."""
+        so that what they tell the model names the tool it sees; returns those names (our
+        name -> the model's; empty when the model takes ours)."""
         model = self.agent.model
         if not isinstance(model, ToolsRenamed):
-            return
+            return {}
         sent = model.sent_tool_names([spec.name for spec in specs])
         for layer in self.stack.layers:
             handle = bound_handle(self.ctx, layer)
             if isinstance(handle, RenamableHandle):
                 handle.name_tools(sent)
+        return sent
 
     def _claim(self, calls: Sequence[FunctionCall]) -> None:
         """Claim this response's calls of the layers' tools before the store hooks see

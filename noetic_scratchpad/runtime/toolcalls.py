@@ -12,7 +12,7 @@ from .. import _json
 from ..context import ExecutionContext
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..items import FunctionCall, FunctionCallOutput
-from ..layer import ContextLayer, LayerFunction
+from ..layer import ContextLayer, LayerFunction, storage_failure_text
 from .model import ToolSpec
 from .tools import Agent, Tool, format_output
 
@@ -85,8 +85,11 @@ class ToolCalls:
         layer_tools: Mapping[str, LayerTool],
         specs: Sequence[ToolSpec],
         tools: Mapping[str, Tool],
+        sent_names: Mapping[str, str] | None = None,
     ) -> None:
         self._ctx = ctx
+        # Our tool name -> the name the model sees (a provider adapter renames tools).
+        self._sent_names = sent_names or {}
         self._layer_tools = layer_tools
         self._specs = specs
         self._tools = tools
@@ -116,7 +119,7 @@ class ToolCalls:
         except ScratchpadUpdateError as exc:
             return _error(call, exc.message)  # already says how to fix the call
         except StorageError as exc:
-            return _could_not_save(call, exc)
+            return _could_not_save(call, exc, self._sent_names.get(call.name, call.name))
         except Exception as exc:
             return _failed(call, self._ctx, exc)
 
@@ -144,18 +147,13 @@ def _error(call: FunctionCall, message: str) -> FunctionCallOutput:
     return FunctionCallOutput(call_id=call.call_id, output=message, is_error=True)
 
 
-def _could_not_save(call: FunctionCall, exc: StorageError) -> FunctionCallOutput:
+def _could_not_save(call: FunctionCall, exc: StorageError, shown: str) -> FunctionCallOutput:
     """Storage failed: the details (paths, hosts, timeouts) are for the operator, not the
-    model."""
+    model, which reads the tool as it sees it (``shown``)."""
     logger.warning(
         "tool could not save tool=%s call_id=%s error=%r", call.name, call.call_id, str(exc)
     )
-    return _error(
-        call,
-        f"The tool {call.name!r} could not save: storage failed or did not answer "
-        "in time (the operator can see why in the logs). Try the call again later; "
-        "repeating the same update is harmless.",
-    )
+    return _error(call, storage_failure_text(exc, shown))
 
 
 def _failed(call: FunctionCall, ctx: ExecutionContext, exc: Exception) -> FunctionCallOutput:

@@ -222,8 +222,9 @@ async def test_a_storage_failure_is_a_tool_error_and_the_next_call_works() -> No
         failed = await client.call_tool(UPDATE_TOOL, {"update": {"goal": "x"}})
         retried = await client.call_tool(UPDATE_TOOL, {"update": {"goal": "x"}})
     assert failed.is_error
-    assert "storage failed" in text_of(failed)
-    assert "Try the call again" in text_of(failed)
+    assert "This call was not saved: the scratchpad's storage failed" in text_of(failed)
+    assert f"call {UPDATE_TOOL} again later" in text_of(failed)
+    assert "InjectedFault" not in text_of(failed)  # details are for the operator
     assert not retried.is_error
     assert await stored(inner, layer, "default") == {"goal": "x"}
 

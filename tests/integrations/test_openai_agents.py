@@ -147,7 +147,7 @@ async def test_a_storage_failure_tells_the_model_to_retry_later() -> None:
     result = await Runner.run(agent_for(notes, model), "Go.", context={"thread_id": "t1"})
     assert result.final_output == "Saved."
     failure = model.calls[1].outputs()["c1"]
-    assert "storage failure" in failure
+    assert failure.startswith("Error: This call was not saved: the scratchpad's storage failed")
     assert "call scratchpad_update again later" in failure
     assert model.calls[2].outputs()["c2"] == "Scratchpad updated (goal)."
     assert block_of(model.calls[2].system_instructions) == {"goal": "ship"}

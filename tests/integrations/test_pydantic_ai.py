@@ -259,6 +259,34 @@ async def test_a_refusal_names_the_tool_as_renamed_by_a_wrapper(
     assert "are a JSON array, not an object. Call memo_scratchpad_update with" in text
 
 
+async def test_the_edit_tool_is_offered_and_its_refusals_name_it_as_renamed() -> None:
+    """``edit_tool=True`` offers ``scratchpad_edit`` beside the update tool; behind a
+    wrapper's prefix, a refused edit names the edit tool as the model called it."""
+    notes = ScratchpadCapability(storage="memory://", edit_tool=True)
+    missing = {
+        "op": "delete",
+        "path": ["nowhere"],
+        "value_json": None,
+        "values_json": None,
+        "index": None,
+    }
+    script = Script(
+        [
+            [ToolCallPart("memo_scratchpad_edit", {"operations": [missing]}, tool_call_id="c1")],
+            [TextPart("Sorry.")],
+        ]
+    )
+    agent = Agent(script.model(), capabilities=[notes.prefix_tools("memo")])
+
+    async with notes:
+        await agent.run("Tidy up.", conversation_id="t1")
+
+    assert sorted(script.tools[0]) == ["memo_scratchpad_edit", "memo_scratchpad_update"]
+    [(outcome, text)] = tool_results(script.requests[1])
+    assert outcome == "retried"
+    assert "call memo_scratchpad_edit again" in text
+
+
 async def test_a_storage_failure_is_a_retry_prompt_not_a_crash() -> None:
     # One failed write, whichever primitive the layer writes with.
     inner = await open_storage("memory://")
@@ -274,8 +302,8 @@ async def test_a_storage_failure_is_a_retry_prompt_not_a_crash() -> None:
 
     [(outcome, text)] = tool_results(script.requests[1])
     assert outcome == "retried"
-    assert "could not save" in text
-    assert "Try the call again" in text
+    assert "This call was not saved: the scratchpad's storage failed" in text
+    assert "call scratchpad_update again later" in text
     assert await stored(notes, "t1") == {"goal": "Ship v2"}
 
 

@@ -274,8 +274,8 @@ async def test_broken_write_gives_the_model_an_error_and_the_run_goes_on() -> No
     output, result, events, _ = await run_with_backend(backend, scratchpad())
 
     assert output.is_error
-    assert "could not save" in output.output
-    assert "Try the call again later" in output.output
+    assert "This call was not saved" in output.output
+    assert "call scratchpad/update again later" in output.output
     assert "InjectedFault" not in output.output  # details are for the operator, not the model
     assert rejection(events).reason == "storage"
     assert "The scratchpad could not be saved (InjectedFault: " in rejection(events).message
@@ -285,16 +285,16 @@ async def test_broken_write_gives_the_model_an_error_and_the_run_goes_on() -> No
 
 @pytest.mark.asyncio
 async def test_stalled_write_gives_the_model_a_timeout_error_and_the_run_goes_on() -> None:
-    """A backend that hangs is cut off by ``write_timeout``: the model reads that the
-    scratchpad did not answer in time and that repeating the update is harmless, and the
+    """A backend that hangs is cut off by ``write_timeout``: the model reads that its call
+    may or may not have been saved and to repeat it only if the change is missing, and the
     run finishes soon after the timeout instead of hanging."""
     backend = FaultyStorage(MemoryStorage(), stall_on={"commit"})
     output, _, events, elapsed = await run_with_backend(backend, scratchpad(write_timeout=0.2))
     backend.release()
 
     assert output.is_error
-    assert "did not answer in time" in output.output
-    assert "repeating the same update is harmless" in output.output
+    assert "may or may not have been saved" in output.output
+    assert "call scratchpad/update again only if the change is missing" in output.output
     assert rejection(events).reason == "timeout"
     assert "The scratchpad did not answer within 0.2 s" in rejection(events).message
     assert elapsed < 5
@@ -358,7 +358,7 @@ async def test_locked_sqlite_gives_the_model_an_error_and_the_run_goes_on(tmp_pa
     assert result.output == "Done."
     assert recorder.seen is not None
     assert recorder.seen.is_error
-    assert "could not save" in recorder.seen.output
+    assert "This call was not saved" in recorder.seen.output
     assert "stayed locked by another connection" not in recorder.seen.output
     assert rejection(events).reason == "storage"
     assert "stayed locked by another connection" in rejection(events).message

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 try:
     from .lines import DEFAULT_MAX_MESSAGE_BYTES
-    from .server import READ_TOOL, UPDATE_TOOL, ScratchpadMCP, create_server
+    from .server import EDIT_TOOL, READ_TOOL, UPDATE_TOOL, ScratchpadMCP, create_server
     from .stdio import serve_stdio
 except ImportError as exc:
     if not (exc.name or "").startswith("mcp"):
@@ -33,6 +33,7 @@ except ImportError as exc:
 
 __all__ = (
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "EDIT_TOOL",
     "READ_TOOL",
     "UPDATE_TOOL",
     "ScratchpadMCP",

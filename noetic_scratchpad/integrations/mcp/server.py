@@ -18,13 +18,30 @@ from ..._json import json_kind
 from ...errors import ScratchpadUpdateError, StorageError
 from ...events import EventBus
 from ...keys import check_scope_id
-from ...layer import LayerFunction, ScratchpadHandle, ScratchpadLayer, scratchpad
+from ...layer import (
+    HostTool,
+    ScratchpadHandle,
+    ScratchpadLayer,
+    scratchpad,
+    storage_failure_text,
+    unreadable_text,
+)
 from ...storage import StorageBackend
 
-__all__ = ("READ_TOOL", "UPDATE_TOOL", "ScratchpadMCP", "ToolArgumentError", "create_server")
+__all__ = (
+    "EDIT_TOOL",
+    "READ_TOOL",
+    "UPDATE_TOOL",
+    "ScratchpadMCP",
+    "ToolArgumentError",
+    "create_server",
+)
 
 READ_TOOL = "scratchpad_read"
 UPDATE_TOOL = "scratchpad_update"
+EDIT_TOOL = "scratchpad_edit"
+#: The layer's functions by the names this server gives them.
+_NAMES = {"update": UPDATE_TOOL, "edit": EDIT_TOOL}
 SERVER_NAME = "noetic-scratchpad"
 INSTRUCTIONS = (
     f"A scratchpad: your working notes for the task, kept between conversations. Call "
@@ -60,15 +77,18 @@ class ScratchpadMCP:
         self.kind = layer.scope
         self.default_id = check_scope_id(default_id, self.kind)
         self.events = events or EventBus()
-        update = layer.provides["update"]
-        if not isinstance(update, LayerFunction):
-            raise TypeError(f"{layer!r} provides no update function; pass a scratchpad layer")
-        self._update_fn = update
+        if not isinstance(layer, ScratchpadLayer):
+            raise TypeError(f"{layer!r} is not a scratchpad layer; pass scratchpad(...)")
+        # The model's tools by name: update, and edit with edit_tool=True; none read-only.
+        self._writers: dict[str, HostTool] = {
+            tool.name: tool for tool in layer.host_tools(_NAMES) if tool.exposed
+        }
 
     # -- tools ---------------------------------------------------------------------------
 
     def tools(self) -> list[types.Tool]:
-        """The tools as the client lists them; no update tool for a read-only layer."""
+        """The tools as the client lists them: read, update, and edit with
+        ``edit_tool=True``; only read for a read-only layer."""
         kind = self.kind
         scope_param = {
             "type": "string",
@@ -84,26 +104,38 @@ class ScratchpadMCP:
             },
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
         )
-        if not self._update_fn.exposed:
-            return [read]
-        fields = dict(self._update_fn.parameters)
-        # JSON-schema refs are resolved from the root: the fields' definitions go there.
-        defs: dict[str, Any] = {k: fields.pop(k) for k in ("$defs", "definitions") if k in fields}
-        update = types.Tool(
-            name=UPDATE_TOOL,
-            description=f"{self._update_fn.description} Put the fields to change under `update`.",
-            input_schema={
+        return [read, *(self._writer(tool, scope_param) for tool in self._writers.values())]
+
+    def _writer(self, tool: HostTool, scope_param: dict[str, Any]) -> types.Tool:
+        """The update tool (the layer's fields under ``update``) or the edit tool (the
+        layer's parameters), each with the scope argument beside them."""
+        if tool.function == "update":
+            fields = tool.parameters
+            # JSON-schema refs are resolved from the root: the fields' definitions go there.
+            defs: dict[str, Any] = {
+                k: fields.pop(k) for k in ("$defs", "definitions") if k in fields
+            }
+            schema: dict[str, Any] = {
                 "type": "object",
-                "properties": {"update": fields, kind: scope_param},
+                "properties": {"update": fields},
                 "required": ["update"],
                 "additionalProperties": False,
                 **defs,
-            },
+            }
+            description = f"{tool.description} Put the fields to change under `update`."
+        else:
+            schema, description = tool.parameters, tool.description
+        schema["properties"][self.kind] = scope_param
+        return types.Tool(
+            name=tool.name,
+            description=description,
+            input_schema=schema,
             annotations=types.ToolAnnotations(
-                read_only_hint=False, idempotent_hint=True, open_world_hint=False
+                read_only_hint=False,
+                idempotent_hint=tool.function == "update",  # an append is not
+                open_world_hint=False,
             ),
         )
-        return [read, update]
 
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None
@@ -114,8 +146,10 @@ class ScratchpadMCP:
         try:
             if name == READ_TOOL:
                 text = await self.read_text(self._scope_id(args, READ_TOOL))
-            elif name == UPDATE_TOOL and self._update_fn.exposed:
+            elif name == UPDATE_TOOL and name in self._writers:
                 text = await self._update(args)
+            elif name == EDIT_TOOL and name in self._writers:
+                text = await (await self.open(self._scope_id(args, EDIT_TOOL))).call("edit", args)
             else:
                 names = ", ".join(tool.name for tool in self.tools())
                 raise ToolArgumentError(f"There is no tool {name!r} here; the tools are {names}.")
@@ -124,10 +158,8 @@ class ScratchpadMCP:
             return tool_result(str(exc), error=True)
         except StorageError as exc:
             logger.warning("%s failed on storage: %s", name, exc)
-            return tool_result(
-                f"The scratchpad's storage failed: {exc}. Try the call again in a moment.",
-                error=True,
-            )
+            text = unreadable_text(name) if name == READ_TOOL else storage_failure_text(exc, name)
+            return tool_result(text, error=True)
         return tool_result(text)
 
     async def read_text(self, scope_id: str) -> str:
@@ -178,13 +210,15 @@ class ScratchpadMCP:
     async def open(self, scope_id: str) -> ScratchpadHandle:
         """A handle on the scope ``scope_id``, its state freshly read."""
         resource_id = scope_id if self.kind == "resource" else None
-        return await self.layer.open(
+        handle = await self.layer.open(
             self.storage,
             thread_id=scope_id,
             resource_id=resource_id,
             events=self.events,
             tool_name=UPDATE_TOOL,
         )
+        handle.name_tools({f"{self.layer.id}/edit": EDIT_TOOL})
+        return handle
 
     # -- resources -----------------------------------------------------------------------
 
@@ -230,7 +264,11 @@ class ScratchpadMCP:
             state = (await self.open(scope_id)).state
         except StorageError as exc:
             logger.warning("reading %s failed on storage: %s", uri, exc)
-            raise MCPError(types.INTERNAL_ERROR, f"Storage failed: {exc}", {"uri": uri}) from None
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                "The scratchpad's storage failed; the server's log says why. Try again later.",
+                {"uri": uri},
+            ) from None
         text = json.dumps(state, indent=2, ensure_ascii=False)
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=text)]

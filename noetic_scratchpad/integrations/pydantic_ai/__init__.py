@@ -22,7 +22,13 @@ except ImportError as exc:
         'installed; run: pip install "noetic-scratchpad[pydantic-ai]"'
     ) from exc
 
-from ._notes import DEFAULT_TOOL_NAME, RunScope, ScopeResolver, scope_from_run
+from ._notes import (
+    DEFAULT_EDIT_TOOL_NAME,
+    DEFAULT_TOOL_NAME,
+    RunScope,
+    ScopeResolver,
+    scope_from_run,
+)
 from ._toolset import ScratchpadToolset
 
 _no_capabilities: ImportError | None = None
@@ -34,6 +40,7 @@ except ImportError as exc:
     _no_capabilities = exc  # a pydantic-ai from before capabilities: the toolset still works
 
 __all__ = (
+    "DEFAULT_EDIT_TOOL_NAME",
     "DEFAULT_TOOL_NAME",
     "RunScope",
     "ScopeResolver",

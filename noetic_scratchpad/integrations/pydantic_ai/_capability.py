@@ -13,7 +13,13 @@ from pydantic_ai.capabilities import AbstractCapability
 from ...events import EventBus
 from ...layer import ScratchpadHandle, ScratchpadLayer
 from ...storage import StorageBackend
-from ._notes import DEFAULT_TOOL_NAME, RunNotes, ScopeResolver, scope_from_run
+from ._notes import (
+    DEFAULT_EDIT_TOOL_NAME,
+    DEFAULT_TOOL_NAME,
+    RunNotes,
+    ScopeResolver,
+    scope_from_run,
+)
 from ._toolset import ScratchpadToolset
 
 __all__ = ("ScratchpadCapability",)
@@ -21,7 +27,8 @@ __all__ = ("ScratchpadCapability",)
 
 class ScratchpadCapability(AbstractCapability[Any]):
     """An agent's scratchpad: its ``<scratchpad>`` block in the instructions of every model
-    request, and the tool ``scratchpad_update`` to write it::
+    request, and the tool ``scratchpad_update`` to write it (and ``scratchpad_edit`` with
+    ``edit_tool=True``)::
 
         notes = ScratchpadCapability(storage="sqlite:///notes.db", schema=TaskNotes)
         agent = Agent(model, capabilities=[notes])
@@ -35,6 +42,7 @@ class ScratchpadCapability(AbstractCapability[Any]):
       resource_id)``, sync or async; default :func:`scope_from_run` (``ctx.deps.thread_id``,
       else the run's ``conversation_id``).
     - ``tool_name``: the update tool's name; refusals name the tool as the model called it.
+    - ``edit_tool_name``: the edit tool's name, offered with ``edit_tool=True``.
     - ``max_retries``: refused updates sent back as retry prompts, in a row, before a
       refusal becomes the tool's failed result instead (the run goes on either way).
     - ``budget``: the most tokens the block may take (default, the layer's).
@@ -50,6 +58,7 @@ class ScratchpadCapability(AbstractCapability[Any]):
         scope_from: ScopeResolver = scope_from_run,
         events: EventBus | None = None,
         tool_name: str = DEFAULT_TOOL_NAME,
+        edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
         max_retries: int = 3,
         budget: int | None = None,
         id: str | None = "scratchpad",
@@ -64,6 +73,7 @@ class ScratchpadCapability(AbstractCapability[Any]):
             scope_from=scope_from,
             events=events,
             tool_name=tool_name,
+            edit_tool_name=edit_tool_name,
             max_retries=max_retries,
             budget=budget,
             id=id,

@@ -12,10 +12,10 @@ import anyio
 from pydantic_ai import ModelRetry, RunContext
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 
-from ...adapters.names import PROVIDER_NAME
+from ...adapters.names import check_tool_names
 from ...errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ...events import EventBus
-from ...layer import ScratchpadHandle, ScratchpadLayer, scratchpad
+from ...layer import ScratchpadHandle, ScratchpadLayer, scratchpad, storage_failure_text
 from ...storage import OwnedStorage, StorageBackend
 
 try:  # ToolFailed: a failure the model reads without retrying (newer pydantic-ai only)
@@ -23,12 +23,21 @@ try:  # ToolFailed: a failure the model reads without retrying (newer pydantic-a
 except ImportError:  # pragma: no cover - depends on the installed pydantic-ai
     _ToolFailed = None  # type: ignore[assignment,misc]
 
-__all__ = ("DEFAULT_TOOL_NAME", "Notes", "RunNotes", "RunScope", "ScopeResolver", "scope_from_run")
+__all__ = (
+    "DEFAULT_EDIT_TOOL_NAME",
+    "DEFAULT_TOOL_NAME",
+    "Notes",
+    "RunNotes",
+    "RunScope",
+    "ScopeResolver",
+    "scope_from_run",
+)
 
 logger = logging.getLogger("noetic_scratchpad.integrations.pydantic_ai")
 
-#: The update tool's name as the model sees it: providers accept it as it is.
+#: The tools' names as the model sees them: providers accept them as they are.
 DEFAULT_TOOL_NAME = "scratchpad_update"
+DEFAULT_EDIT_TOOL_NAME = "scratchpad_edit"
 
 
 class RunScope(NamedTuple):
@@ -106,6 +115,7 @@ class Notes:
         max_retries: int,
         budget: int | None,
         options: Mapping[str, Any],
+        edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
     ) -> None:
         if layer is not None and not isinstance(layer, ScratchpadLayer):
             raise ScratchpadConfigError(
@@ -121,16 +131,13 @@ class Notes:
                 f"scope_from must be a function of the RunContext returning the thread id, "
                 f"not {scope_from!r}"
             )
-        if not PROVIDER_NAME.match(tool_name):
-            raise ScratchpadConfigError(
-                f"tool_name {tool_name!r} is not a name providers accept: use 1 to 64 "
-                "letters, digits, '_' or '-'"
-            )
+        check_tool_names(tool_name, edit_tool_name)
         if max_retries < 0:
             raise ScratchpadConfigError(f"max_retries must be 0 or more, not {max_retries}")
         self.layer = layer if layer is not None else scratchpad(**options)
         self.scope_from = scope_from
         self.tool_name = tool_name
+        self.edit_tool_name = edit_tool_name
         self.max_retries = max_retries
         self.budget = budget
         self.events = events if events is not None else EventBus()
@@ -138,15 +145,22 @@ class Notes:
         # here; a backend passed in stays the caller's.
         self.storage = OwnedStorage(storage)
 
+    @property
+    def names(self) -> dict[str, str]:
+        """The tools' names as the model sees them, by the layer's function."""
+        return {"update": self.tool_name, "edit": self.edit_tool_name}
+
     async def open(self, *, thread_id: str, resource_id: str | None = None) -> ScratchpadHandle:
         """A handle on one scope's scratchpad, to read or write it outside a run."""
-        return await self.layer.open(
+        handle = await self.layer.open(
             await self.storage.backend(),  # opened on first use, shared by every run
             thread_id=thread_id,
             resource_id=resource_id,
             events=self.events,
             tool_name=self.tool_name,
         )
+        handle.name_tools({f"{self.layer.id}/edit": self.edit_tool_name})
+        return handle
 
     async def aclose(self) -> None:
         """Close the backend if it was opened from a URL here (a backend passed in is the
@@ -189,42 +203,45 @@ class RunNotes:
             self._fresh = False
             return handle.block(self.notes.budget) or None
 
-    async def update(self, args: Any, ctx: RunContext[Any]) -> str:
-        """Run the model's update call; a refusal becomes a retry prompt (see ``refuse``)."""
+    async def call(self, function: str, args: Any, ctx: RunContext[Any]) -> str:
+        """Run the model's call of the layer's ``function`` (``update``, ``edit``); a
+        refusal becomes a retry prompt (see ``refuse``)."""
         handle = await self.open(ctx)
         # One at a time, in the order the model made them: pydantic-ai runs a response's
         # tool calls concurrently, and later calls must merge over earlier ones.
         async with self._lock:
-            handle.tool_name = called_name(ctx, self.notes.tool_name)
+            names = called_names(ctx, self.notes.names, function)
+            handle.name_tools({f"{self.notes.layer.id}/{f}": name for f, name in names.items()})
             try:
-                return await handle.call("update", args, call_id=ctx.tool_call_id)
+                return await handle.call(function, args, call_id=ctx.tool_call_id)
             except ScratchpadUpdateError as exc:
                 return refuse(exc.message, ctx)  # the message says how to fix the call
             except StorageError as exc:
                 logger.warning(
-                    "scratchpad update could not be saved tool=%s call_id=%s error=%r",
-                    handle.tool_name,
+                    "scratchpad %s could not be saved tool=%s call_id=%s error=%r",
+                    function,
+                    names[function],
                     ctx.tool_call_id,
                     str(exc),
                 )
-                return refuse(
-                    f"The tool {handle.tool_name!r} could not save: storage failed or did not "
-                    "answer in time (the operator can see why in the logs). Try the call again "
-                    "later; repeating the same update is harmless.",
-                    ctx,
-                )
+                return refuse(storage_failure_text(exc, names[function]), ctx)
 
 
-def called_name(ctx: RunContext[Any], default: str) -> str:
-    """The name the model called the tool by: a wrapper such as ``PrefixedToolset`` renames
-    it, and ``ctx.tool_name`` keeps the inner name, so read the call in the latest response."""
+def called_names(ctx: RunContext[Any], names: Mapping[str, str], function: str) -> dict[str, str]:
+    """The tools' names as the model sees them (``names``: the configured ones, by
+    function), from the name the model called ``function`` by: a wrapper such as
+    ``PrefixedToolset`` renames the tools, and ``ctx.tool_name`` keeps the inner name, so
+    read the call in the latest response; the other tools carry the same prefix."""
     for message in reversed(ctx.messages):
         if isinstance(message, ModelResponse):
             for part in message.parts:
                 if isinstance(part, ToolCallPart) and part.tool_call_id == ctx.tool_call_id:
-                    return part.tool_name
+                    called = part.tool_name
+                    own = names[function]
+                    prefix = called[: -len(own)] if called.endswith(own) else ""
+                    return {f: prefix + name for f, name in names.items()} | {function: called}
             break
-    return default
+    return dict(names)
 
 
 def refuse(message: str, ctx: RunContext[Any]) -> str:

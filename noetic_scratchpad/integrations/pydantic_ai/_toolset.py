@@ -11,9 +11,16 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from ...events import EventBus
-from ...layer import LayerFunction, ScratchpadHandle, ScratchpadLayer
+from ...layer import ScratchpadHandle, ScratchpadLayer
 from ...storage import StorageBackend
-from ._notes import DEFAULT_TOOL_NAME, Notes, RunNotes, ScopeResolver, scope_from_run
+from ._notes import (
+    DEFAULT_EDIT_TOOL_NAME,
+    DEFAULT_TOOL_NAME,
+    Notes,
+    RunNotes,
+    ScopeResolver,
+    scope_from_run,
+)
 
 __all__ = ("ScratchpadToolset",)
 
@@ -22,8 +29,8 @@ _ANY_ARGS = SchemaValidator(core_schema.any_schema())
 
 
 class ScratchpadToolset(AbstractToolset[Any]):
-    """The scratchpad's update tool, and its ``<scratchpad>`` block as the toolset's
-    instructions: ``Agent(model, toolsets=[ScratchpadToolset(storage="sqlite:///notes.db")])``.
+    """The scratchpad's tools (update, and edit with ``edit_tool=True``), and its
+    ``<scratchpad>`` block as the toolset's instructions: ``Agent(model, toolsets=[ScratchpadToolset(storage="sqlite:///notes.db")])``.
 
     Prefer :class:`ScratchpadCapability` where pydantic-ai has capabilities; this toolset is
     for versions without them. It opens one handle per run where pydantic-ai gives toolsets
@@ -42,6 +49,7 @@ class ScratchpadToolset(AbstractToolset[Any]):
         scope_from: ScopeResolver = scope_from_run,
         events: EventBus | None = None,
         tool_name: str = DEFAULT_TOOL_NAME,
+        edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
         max_retries: int = 3,
         budget: int | None = None,
         id: str | None = "scratchpad",
@@ -53,6 +61,7 @@ class ScratchpadToolset(AbstractToolset[Any]):
             scope_from=scope_from,
             events=events,
             tool_name=tool_name,
+            edit_tool_name=edit_tool_name,
             max_retries=max_retries,
             budget=budget,
             options=options,
@@ -105,27 +114,28 @@ class ScratchpadToolset(AbstractToolset[Any]):
         return await self._notes_now().block(ctx)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
-        update = self.notes.layer.provides["update"]
-        if not isinstance(update, LayerFunction) or not update.exposed:
-            return {}  # read-only: the model gets the block, not the tool
-        name = self.notes.tool_name
-        tool_def = ToolDefinition(
-            name=name,
-            description=update.description,
-            parameters_json_schema=dict(update.parameters),
-        )
-        tool = ToolsetTool(
-            toolset=self,
-            tool_def=tool_def,
-            max_retries=self.notes.max_retries,
-            args_validator=_ANY_ARGS,
-        )
-        return {name: tool}
+        # Read-only: none is exposed, and the model gets the block, not the tools.
+        return {
+            tool.name: ToolsetTool(
+                toolset=self,
+                tool_def=ToolDefinition(
+                    name=tool.name,
+                    description=tool.description,
+                    parameters_json_schema=tool.parameters,
+                    strict=tool.strict or None,
+                ),
+                max_retries=self.notes.max_retries,
+                args_validator=_ANY_ARGS,
+            )
+            for tool in self.notes.layer.host_tools(self.notes.names)
+            if tool.exposed
+        }
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> str:
-        return await self._notes_now().update(tool_args, ctx)
+        function = "edit" if name == self.notes.edit_tool_name else "update"
+        return await self._notes_now().call(function, tool_args, ctx)
 
     async def open(self, *, thread_id: str, resource_id: str | None = None) -> ScratchpadHandle:
         """A handle on one scope's scratchpad, to read or write it outside a run."""

@@ -1,0 +1,542 @@
+"""Every option means the same in every host.
+
+One scenario per cell of hosts x options, each host driven offline by its own machinery
+(the harness with a scripted model and with each provider adapter over the real SDK and a
+mock transport, pydantic-ai's ``Agent`` with a ``FunctionModel``, the Agents SDK's
+``Runner`` with a scripted ``Model``, MCP through the SDK's in-process ``Client``). In each
+cell the model makes the same calls (an update, a schema refusal, and with the edit tool an
+edit and a refused edit) and the test checks the tools it was offered, under the names that
+host presents, the text it read back for each call, and what was stored.
+
+A second table runs a failing storage under every host: the model reads a short sentence
+(not saved, or not known to be saved), never a path, a host or a driver's message, while
+the logs still carry them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import anthropic
+import openai
+import pytest
+from agents import Agent as AgentsAgent
+from agents import Runner, set_tracing_disabled
+from mcp import Client
+from mcp.types import TextContent
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ModelResponsePart,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from noetic_scratchpad import ScratchpadConfigError, StorageError, scratchpad
+from noetic_scratchpad.adapters import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+from noetic_scratchpad.integrations.mcp import create_server
+from noetic_scratchpad.integrations.openai_agents import Scratchpad
+from noetic_scratchpad.integrations.pydantic_ai import ScratchpadCapability
+from noetic_scratchpad.items import FunctionCall, FunctionCallOutput
+from noetic_scratchpad.layer import ScratchpadLayer
+from noetic_scratchpad.runtime import Agent, AgentHarness, ScriptedModel
+from noetic_scratchpad.runtime.model import ModelRequest as HarnessRequest
+from noetic_scratchpad.storage import MemoryStorage, StorageBackend
+from noetic_scratchpad.testing import FaultyStorage
+from tests.adapters.test_anthropic import message_payload
+from tests.adapters.test_openai import (
+    chat_payload,
+    function_call_output,
+    message_output,
+    responses_payload,
+)
+from tests.integrations.agents_sdk_fakes import (
+    ScriptedAgentsModel,
+    TaskNotes,
+    raw_tool_call,
+    reply,
+)
+
+try:
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - depends on the installed SDKs
+    import httpx  # type: ignore[no-redef]
+
+THREAD, RESOURCE = "t1", "u1"
+
+Kind = Literal["update", "edit"]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call of the model: which of the scratchpad's tools, with what arguments."""
+
+    kind: Kind
+    args: dict[str, Any]
+    call_id: str
+
+
+@dataclass
+class Seen:
+    """What the model saw in one run: the tools offered, and the text read for each call."""
+
+    tools: list[str] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)
+
+
+# -- the hosts ---------------------------------------------------------------------------
+
+
+class Host:
+    """A way in: ``names`` maps our tools to the names this host presents; ``run`` plays
+    ``calls`` as one conversation and returns what the model saw."""
+
+    name: str
+    names: ClassVar[dict[str, str]]
+    extra_tools: ClassVar[tuple[str, ...]] = ()
+
+    async def run(
+        self, layer: ScratchpadLayer, storage: StorageBackend, calls: Sequence[Call]
+    ) -> Seen:
+        raise NotImplementedError
+
+
+def _scope(layer: ScratchpadLayer) -> tuple[str, str | None]:
+    return THREAD, RESOURCE if layer.scope == "resource" else None
+
+
+class ScriptedHarness(Host):
+    name = "harness"
+    names: ClassVar[dict[str, str]] = {"update": "scratchpad/update", "edit": "scratchpad/edit"}
+
+    async def run(
+        self, layer: ScratchpadLayer, storage: StorageBackend, calls: Sequence[Call]
+    ) -> Seen:
+        turns: list[Any] = [
+            [FunctionCall(call_id=c.call_id, name=self.names[c.kind], arguments=json.dumps(c.args))]
+            for c in calls
+        ]
+        model = ScriptedModel([*turns, "Done."])
+        thread, resource = _scope(layer)
+        harness = AgentHarness("a", Agent(model=model), {}, [layer], storage)
+        async with harness:
+            await harness.run("go", thread_id=thread, resource_id=resource)
+        seen = Seen(tools=[spec.name for spec in model.requests[0].tools])
+        for request in model.requests:
+            seen.texts.update(_harness_outputs(request))
+        return seen
+
+
+def _harness_outputs(request: HarnessRequest) -> dict[str, str]:
+    return {
+        item.call_id: item.output for item in request.items if isinstance(item, FunctionCallOutput)
+    }
+
+
+def _mock_transport(answers: list[dict[str, Any]], sent: list[dict[str, Any]]) -> Any:
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json=answers[len(sent) - 1])
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handle))
+
+
+class ProviderHarness(Host):
+    """The harness over a provider adapter and the provider's real SDK."""
+
+    names: ClassVar[dict[str, str]] = {"update": "scratchpad__update", "edit": "scratchpad__edit"}
+
+    def __init__(self, api: Literal["responses", "chat", "anthropic"]) -> None:
+        self.api = api
+        self.name = f"harness+{api}"
+
+    def _model(self, calls: Sequence[Call], sent: list[dict[str, Any]]) -> Any:
+        api = self.api
+        if api == "responses":
+            answers = [
+                responses_payload(
+                    [function_call_output(c.call_id, self.names[c.kind], json.dumps(c.args))]
+                )
+                for c in calls
+            ] + [responses_payload([message_output("Done.")])]
+            client = openai.AsyncOpenAI(
+                api_key="test",
+                base_url="http://openai.test/v1",
+                http_client=_mock_transport(answers, sent),
+                max_retries=0,
+            )
+            return OpenAIResponsesModel(client, "m")
+        if api == "chat":
+            answers = [
+                chat_payload(None, [(c.call_id, self.names[c.kind], json.dumps(c.args))])
+                for c in calls
+            ] + [chat_payload("Done.", [])]
+            client = openai.AsyncOpenAI(
+                api_key="test",
+                base_url="http://openai.test/v1",
+                http_client=_mock_transport(answers, sent),
+                max_retries=0,
+            )
+            return OpenAIChatModel(client, "m")
+        use = [
+            {"type": "tool_use", "id": c.call_id, "name": self.names[c.kind], "input": c.args}
+            for c in calls
+        ]
+        answers = [message_payload([block]) for block in use]
+        answers.append(message_payload([{"type": "text", "text": "Done."}]))
+        client = anthropic.AsyncAnthropic(
+            api_key="test",
+            base_url="http://anthropic.test",
+            http_client=_mock_transport(answers, sent),
+            max_retries=0,
+        )
+        return AnthropicModel(client, "m")
+
+    async def run(
+        self, layer: ScratchpadLayer, storage: StorageBackend, calls: Sequence[Call]
+    ) -> Seen:
+        sent: list[dict[str, Any]] = []
+        model = self._model(calls, sent)
+        thread, resource = _scope(layer)
+        harness = AgentHarness("a", Agent(model=model), {}, [layer], storage)
+        async with harness:
+            await harness.run("go", thread_id=thread, resource_id=resource)
+        await model.client.close()
+        return Seen(tools=self._tool_names(sent[0]), texts=self._outputs(sent))
+
+    def _tool_names(self, body: dict[str, Any]) -> list[str]:
+        tools = body.get("tools", [])
+        if self.api == "chat":
+            return [tool["function"]["name"] for tool in tools]
+        return [tool["name"] for tool in tools]
+
+    def _outputs(self, sent: list[dict[str, Any]]) -> dict[str, str]:
+        texts: dict[str, str] = {}
+        for body in sent:
+            if self.api == "responses":
+                for item in body["input"]:
+                    if item.get("type") == "function_call_output":
+                        texts[item["call_id"]] = item["output"]
+            elif self.api == "chat":
+                for message in body["messages"]:
+                    if message["role"] == "tool":
+                        texts[message["tool_call_id"]] = message["content"]
+            else:
+                for message in body["messages"]:
+                    for block in message["content"]:
+                        if isinstance(block, dict) and block.get("type") == "tool_result":
+                            texts[block["tool_use_id"]] = block["content"]
+        return texts
+
+
+class PydanticAIHost(Host):
+    name = "pydantic-ai"
+    names: ClassVar[dict[str, str]] = {"update": "scratchpad_update", "edit": "scratchpad_edit"}
+
+    async def run(
+        self, layer: ScratchpadLayer, storage: StorageBackend, calls: Sequence[Call]
+    ) -> Seen:
+        turns: list[list[ModelResponsePart]] = [
+            [ToolCallPart(self.names[c.kind], c.args, tool_call_id=c.call_id)] for c in calls
+        ]
+        turns.append([TextPart("Done.")])
+        seen = Seen()
+        requests: list[ModelRequest] = []
+
+        async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            if not seen.tools:
+                seen.tools = [tool.name for tool in info.function_tools]
+            last = messages[-1]
+            assert isinstance(last, ModelRequest)
+            requests.append(last)
+            return ModelResponse(parts=turns[len(requests) - 1])
+
+        thread, resource = _scope(layer)
+        async with ScratchpadCapability(layer, storage=storage) as notes:
+            agent = PydanticAgent(FunctionModel(answer), capabilities=[notes])
+            await agent.run("go", deps={"thread_id": thread, "resource_id": resource})
+        for request in requests:
+            for part in request.parts:
+                if isinstance(part, RetryPromptPart | ToolReturnPart) and part.tool_call_id:
+                    seen.texts[part.tool_call_id] = str(part.content)
+        return seen
+
+
+class AgentsSDKHost(Host):
+    name = "agents-sdk"
+    names: ClassVar[dict[str, str]] = {"update": "scratchpad_update", "edit": "scratchpad_edit"}
+
+    async def run(
+        self, layer: ScratchpadLayer, storage: StorageBackend, calls: Sequence[Call]
+    ) -> Seen:
+        set_tracing_disabled(True)
+        turns: list[list[Any]] = [
+            [raw_tool_call(c.call_id, json.dumps(c.args), name=self.names[c.kind])] for c in calls
+        ]
+        model = ScriptedAgentsModel([*turns, [reply("Done.")]])
+        thread, resource = _scope(layer)
+        async with Scratchpad(layer, storage=storage) as notes:
+            agent = AgentsAgent(
+                name="a",
+                instructions=notes.instructions("Be brief."),
+                tools=notes.tools,
+                model=model,
+            )
+            context = {"thread_id": thread, "resource_id": resource}
+            await Runner.run(agent, "go", context=context)
+        # A disabled tool (read-only) is in the agent's list but never reaches the model.
+        seen = Seen(tools=[tool.name for tool in model.calls[0].tools])
+        for call in model.calls:
+            seen.texts.update(call.outputs())
+        return seen
+
+
+class MCPHost(Host):
+    name = "mcp"
+    names: ClassVar[dict[str, str]] = {"update": "scratchpad_update", "edit": "scratchpad_edit"}
+    extra_tools: ClassVar[tuple[str, ...]] = ("scratchpad_read",)
+
+    async def run(
+        self, layer: ScratchpadLayer, storage: StorageBackend, calls: Sequence[Call]
+    ) -> Seen:
+        scope_arg = {layer.scope: RESOURCE if layer.scope == "resource" else THREAD}
+        seen = Seen()
+        async with Client(create_server(layer, storage)) as client:
+            seen.tools = [tool.name for tool in (await client.list_tools()).tools]
+            for c in calls:
+                args = {"update": c.args} if c.kind == "update" else dict(c.args)
+                result = await client.call_tool(self.names[c.kind], {**args, **scope_arg})
+                content = result.content[0]
+                assert isinstance(content, TextContent)
+                seen.texts[c.call_id] = content.text
+        return seen
+
+
+HOSTS: list[Host] = [
+    ScriptedHarness(),
+    ProviderHarness("responses"),
+    ProviderHarness("chat"),
+    ProviderHarness("anthropic"),
+    PydanticAIHost(),
+    AgentsSDKHost(),
+    MCPHost(),
+]
+
+
+@pytest.fixture(autouse=True)
+def _no_tracing() -> None:
+    set_tracing_disabled(True)  # the Agents SDK exports nothing
+
+
+# -- the options -------------------------------------------------------------------------
+
+TEMPLATE = {"currentGoal": "Start", "blockers": ["none yet"]}
+
+OPTIONS: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "schema": {"schema": TaskNotes},
+    "edit_tool": {"schema": TaskNotes, "edit_tool": True},
+    "read_only": {"schema": TaskNotes, "read_only": True},
+    "resource": {"schema": TaskNotes, "scope": "resource"},
+    "template": {"schema": TaskNotes, "template": json.dumps(TEMPLATE)},
+    "history_limit": {"schema": TaskNotes, "history_limit": 1},
+}
+
+UPDATE = Call("update", {"currentGoal": "Ship", "completedSteps": ["tests"]}, "c1")
+REFUSED = Call("update", {"completedSteps": "not a list"}, "c2")
+EDIT = Call(
+    "edit",
+    {
+        "operations": [
+            {
+                "op": "append",
+                "path": ["completedSteps"],
+                "value_json": None,
+                "values_json": ['"docs"'],
+                "index": None,
+            }
+        ]
+    },
+    "c3",
+)
+REFUSED_EDIT = Call(
+    "edit",
+    {
+        "operations": [
+            {
+                "op": "delete",
+                "path": ["nowhere"],
+                "value_json": None,
+                "values_json": None,
+                "index": None,
+            }
+        ]
+    },
+    "c4",
+)
+
+
+def _calls(options: dict[str, Any]) -> list[Call]:
+    if options.get("read_only"):
+        return []  # no tool to call: the model only reads
+    calls = [UPDATE]
+    if "schema" in options:
+        calls.append(REFUSED)
+    if options.get("edit_tool"):
+        calls += [EDIT, REFUSED_EDIT]
+    return calls
+
+
+def _expected_state(options: dict[str, Any]) -> dict[str, Any]:
+    if options.get("read_only"):
+        return {}
+    state: dict[str, Any] = dict(TEMPLATE) if "template" in options else {}
+    state.update(UPDATE.args)
+    if options.get("edit_tool"):
+        state["completedSteps"] = ["tests", "docs"]
+    return state
+
+
+async def _stored(layer: ScratchpadLayer, storage: StorageBackend) -> Any:
+    """The state as another execution of the same scope reads it (for a resource scope,
+    from another thread of the resource)."""
+    if layer.scope == "resource":
+        return (await layer.open(storage, thread_id="elsewhere", resource_id=RESOURCE)).state
+    return (await layer.open(storage, thread_id=THREAD)).state
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("option", list(OPTIONS))
+@pytest.mark.parametrize("host", HOSTS, ids=lambda host: host.name)
+async def test_every_option_means_the_same_in_every_host(host: Host, option: str) -> None:
+    options = OPTIONS[option]
+    layer = scratchpad(**options)
+    storage = MemoryStorage()
+    calls = _calls(options)
+
+    seen = await host.run(layer, storage, calls)
+
+    offered = [] if options.get("read_only") else ["update"]
+    if options.get("edit_tool"):
+        offered.append("edit")
+    assert sorted(seen.tools) == sorted([*host.extra_tools, *(host.names[t] for t in offered)])
+    texts = seen.texts
+    if UPDATE in calls:
+        assert texts["c1"] == "Scratchpad updated (currentGoal, completedSteps)."
+    if REFUSED in calls:
+        assert "does not fit the scratchpad's schema" in texts["c2"]
+        assert "completedSteps" in texts["c2"]
+        assert f"call {host.names['update']} again" in texts["c2"]
+    if EDIT in calls:
+        assert texts["c3"] == "Scratchpad edited (completedSteps)."
+        assert "nowhere" in texts["c4"]
+        assert f"call {host.names['edit']} again" in texts["c4"]
+    assert await _stored(layer, storage) == _expected_state(options)
+    if option == "history_limit":
+        handle = await layer.open(storage, thread_id=THREAD)
+        assert len(await handle.history(10)) == 1  # the journal keeps one entry
+
+
+# -- storage failures --------------------------------------------------------------------
+
+SECRET_PATH = "/var/lib/acme/secret-notes.db"
+SECRET_HOST = "db-7.internal.acme"
+DRIVER_TEXT = "disk I/O error"
+LEAKS = (SECRET_PATH, SECRET_HOST, DRIVER_TEXT, "OSError", "InjectedFault")
+
+
+def _faulty(mode: Literal["failed", "unknown"]) -> FaultyStorage:
+    error = OSError(5, f"{DRIVER_TEXT} at {SECRET_PATH} on {SECRET_HOST}")
+    if mode == "failed":
+        return FaultyStorage(MemoryStorage(), fail_on={"commit"}, error=error)
+    # The write lands, but its acknowledgement comes after the write timeout.
+    return FaultyStorage(MemoryStorage(), stall_on={"commit"}, stall_at="after", stall_for=1.0)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["failed", "unknown"])
+@pytest.mark.parametrize("host", HOSTS, ids=lambda host: host.name)
+async def test_storage_details_never_reach_the_model(
+    host: Host, mode: Literal["failed", "unknown"], caplog: pytest.LogCaptureFixture
+) -> None:
+    layer = scratchpad(schema=TaskNotes, edit_tool=True, write_timeout=0.2)
+    storage = _faulty(mode)
+    caplog.set_level(logging.WARNING, logger="noetic_scratchpad")
+
+    seen = await host.run(layer, storage, [UPDATE])
+
+    text = seen.texts["c1"]
+    for leak in LEAKS:
+        assert leak not in text, f"{host.name} showed the model {leak!r}: {text!r}"
+    if mode == "failed":
+        assert "was not saved" in text
+    else:
+        assert "may or may not have been saved" in text
+    assert host.names["update"] in text  # what to call again, by the name the model knows
+    if mode == "failed":  # the operator still learns where and why
+        assert SECRET_PATH in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_failed_read_shows_the_model_no_storage_detail_over_mcp(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # As a backend reports it: a StorageError whose text names the file and the host.
+    error = StorageError(f"{DRIVER_TEXT} at {SECRET_PATH} on {SECRET_HOST}")
+    storage = FaultyStorage(MemoryStorage(), fail_on={"get", "get_revision"}, error=error)
+    caplog.set_level(logging.WARNING, logger="noetic_scratchpad")
+    async with Client(create_server(scratchpad(), storage)) as client:
+        result = await client.call_tool("scratchpad_read", {})
+    content = result.content[0]
+    assert isinstance(content, TextContent)
+    assert result.is_error
+    assert "could not be read" in content.text
+    assert "scratchpad_read" in content.text
+    assert not [leak for leak in LEAKS if leak in content.text]
+    assert SECRET_PATH in caplog.text
+
+
+# -- options a host cannot honour ---------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_an_agents_sdk_agent_without_the_edit_tool_is_refused() -> None:
+    """``tools=[notes.tool]`` with ``edit_tool=True`` would drop the edit tool silently."""
+    async with Scratchpad(storage=MemoryStorage(), edit_tool=True) as notes:
+        model = ScriptedAgentsModel([[reply("Done.")]])
+        agent = AgentsAgent(
+            name="a", instructions=notes.instructions(), tools=[notes.tool], model=model
+        )
+        with pytest.raises(ScratchpadConfigError, match="scratchpad_edit"):
+            await Runner.run(agent, "go", context={"thread_id": THREAD})
+
+
+#: Tool names a host cannot offer, and what its refusal says.
+BAD_NAMES = [
+    ("x", "x", "edit_tool_name 'x' is also the update tool's name"),
+    ("scratchpad_update", "a/b", "edit_tool_name 'a/b' is not a name providers accept"),
+]
+
+
+@pytest.mark.parametrize(("tool_name", "edit_tool_name", "says"), BAD_NAMES)
+@pytest.mark.parametrize("host", [Scratchpad, ScratchpadCapability])
+def test_edit_tool_names_a_host_cannot_offer_are_refused_at_construction(
+    host: Any, tool_name: str, edit_tool_name: str, says: str
+) -> None:
+    with pytest.raises(ScratchpadConfigError, match=re.escape(says)):
+        host(
+            storage=MemoryStorage(),
+            edit_tool=True,
+            tool_name=tool_name,
+            edit_tool_name=edit_tool_name,
+        )
