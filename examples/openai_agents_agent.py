@@ -126,7 +126,7 @@ async def main(database: Path) -> None:
         agent = Agent(
             name="Engineer",
             instructions=notes.instructions("You are a careful engineer."),
-            tools=[notes.tool],
+            tools=notes.tools,
             model=ScriptedModel(FIRST_RUN),
         )
         result = await Runner.run(agent, "The login page fails for some users.", context=context)
@@ -137,7 +137,7 @@ async def main(database: Path) -> None:
         agent = Agent(
             name="Engineer",
             instructions=notes.instructions("You are a careful engineer."),
-            tools=[notes.tool],
+            tools=notes.tools,
             model=ScriptedModel(SECOND_RUN),
         )
         streamed = Runner.run_streamed(agent, "Any progress?", context=context)
