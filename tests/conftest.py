@@ -100,7 +100,14 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
 @pytest_asyncio.fixture
 async def storage(backend_kind: str, tmp_path: Path) -> AsyncIterator[StorageBackend]:
     """Every backend in turn, opened by URL and closed afterwards (PostgreSQL: table dropped).
-    A kind ``faulty-X`` is backend X behind a healthy ``FaultyStorage``."""
+    A kind ``faulty-X`` is backend X behind a healthy ``FaultyStorage``; ``example`` is the
+    complete backend of docs/storage.md, which implements the primitives only."""
+    if backend_kind == "example":
+        from tests.storage.example_backend import example_backend
+
+        async with example_backend()() as example:
+            yield example
+        return
     url = backend_url(backend_kind.removeprefix("faulty-"), tmp_path)
     inner = await open_storage(url)
     backend = FaultyStorage(inner) if backend_kind.startswith("faulty-") else inner

@@ -22,7 +22,21 @@ from urllib.parse import urlsplit
 
 from .._background import running_async_library
 from ..errors import StorageConfigError
-from .base import JsonValue, KeyInfo, StorageBackend, UpdateFn
+from .base import (
+    MAX_JOURNAL_LIMIT,
+    Commit,
+    CommitFn,
+    JournalCommitFn,
+    JournalRow,
+    JournalView,
+    JsonValue,
+    KeyInfo,
+    Revision,
+    StorageBackend,
+    UpdateFn,
+    decode_json,
+    encode_json,
+)
 from .memory import MemoryStorage
 from .owned import OwnedStorage
 from .redaction import redact_url
@@ -30,13 +44,22 @@ from .scoped import ScopedStorage, scope_prefix
 
 __all__ = (
     "ENV_VAR",
+    "MAX_JOURNAL_LIMIT",
+    "Commit",
+    "CommitFn",
+    "JournalCommitFn",
+    "JournalRow",
+    "JournalView",
     "JsonValue",
     "KeyInfo",
     "MemoryStorage",
     "OwnedStorage",
+    "Revision",
     "ScopedStorage",
     "StorageBackend",
     "UpdateFn",
+    "decode_json",
+    "encode_json",
     "open_storage",
     "register_backend",
     "resolve_storage_url",

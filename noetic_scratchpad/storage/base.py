@@ -1,9 +1,10 @@
 """The storage contract: an async key-value store of JSON values.
 
-Every backend implements :class:`StorageBackend`. Keys are ``/``-separated strings; values
-are anything JSON can hold (dicts with string keys, lists, strings, numbers, booleans,
-``None``). Values read from a backend belong to the caller: mutating them never changes
-what is stored.
+Every backend implements :class:`StorageBackend`: five primitives (read a value with its
+journal, commit, scan, delete, close); every other method is a helper built on them. Keys
+are ``/``-separated strings; values are anything JSON can hold (dicts with string keys,
+lists, strings, numbers, booleans, ``None``). Values read from a backend belong to the
+caller: mutating them never changes what is stored.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ __all__ = (
     "Revision",
     "StorageBackend",
     "UpdateFn",
+    "decode_json",
+    "encode_json",
     "journal_limit",
 )
 
@@ -89,6 +92,18 @@ JournalCommitFn = Callable[[Revision, list[JournalRow]], Commit]
 MAX_JOURNAL_LIMIT = 2**63 - 1
 
 
+def encode_json(value: JsonValue) -> bytes:
+    """The JSON text the contract stores: compact UTF-8, integers past 64 bits exact.
+    Raises ``ValueError`` for what JSON cannot hold (a set, bytes, a non-string key, NaN).
+    A backend that stores text may use it, and :func:`decode_json` to read it back."""
+    return _json.dumps(value)
+
+
+def decode_json(data: bytes | str) -> JsonValue:
+    """The value :func:`encode_json` wrote, the same types all the way down."""
+    return _json.loads(data)
+
+
 def journal_limit(limit: int) -> int:
     """``limit`` as a backend can pass it to SQL: 0 for a negative one (nothing), at most
     :data:`MAX_JOURNAL_LIMIT` (everything)."""
@@ -118,60 +133,62 @@ class KeyInfo:
 
 
 class StorageBackend(ABC):
-    """An async key-value store of JSON values; also an async context manager."""
+    """An async key-value store of JSON values; also an async context manager.
+
+    A backend implements five primitives, the abstract methods: :meth:`journal_view`
+    (read), :meth:`commit_with_journal` (the one atomic write), :meth:`describe` (scan),
+    :meth:`delete` and :meth:`aclose`. Every other method is a helper built on them
+    (:meth:`get`, :meth:`get_revision`, :meth:`journal`, :meth:`list`, :meth:`get_many`,
+    :meth:`commit`, :meth:`update`, :meth:`set`), which a backend may override with a
+    faster path that keeps its contract; the built-in backends do. A wrapper (metrics,
+    fault injection) forwards the primitives: a helper it does not override reaches the
+    wrapped backend through them, never around the wrapper.
+    """
 
     #: The URL scheme(s) a backend registers under, for messages and the CLI.
     url: str = ""
 
-    @abstractmethod
-    async def get(self, key: str) -> JsonValue | None:
-        """Return the value at ``key``, or ``None`` when the key is missing."""
+    # -- the primitives --------------------------------------------------------------------
 
     @abstractmethod
-    async def set(self, key: str, value: JsonValue) -> None:
-        """Store ``value`` at ``key``, replacing any value there.
+    async def journal_view(self, key: str, *, limit: int) -> JournalView:
+        """The value at ``key`` with its revision (``None``: missing), and its ``limit``
+        newest journal rows, newest first (none for a limit of 0 or below, every row for
+        one of :data:`MAX_JOURNAL_LIMIT` or more), read at one instant (one transaction),
+        so that they agree: no write comes between the two reads, as one would leave the
+        journal ahead of the value (a history would show a gap that is not there).
 
-        Raises ``ValueError`` (and stores nothing) when ``value`` is not JSON.
+        ``limit=0`` is a plain read of the value and revision: a backend should skip the
+        journal then, as :meth:`get_revision` (a hot path) reads that way.
         """
 
     @abstractmethod
-    async def delete(self, key: str) -> None:
-        """Remove ``key``. Deleting a missing key does nothing."""
+    async def commit_with_journal(
+        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
+    ) -> Revision:
+        """Atomically replace the value at ``key`` by ``fn(current, rows).value``, and
+        journal the write in the same transaction.
 
-    @abstractmethod
-    async def list(self, prefix: str = "") -> builtins.list[str]:
-        """Return the keys that start with ``prefix``, sorted. ``""`` lists everything."""
-
-    @abstractmethod
-    async def get_many(self, keys: Iterable[str]) -> dict[str, JsonValue]:
-        """Return the values of the keys that exist; missing keys are absent, not ``None``."""
-
-    @abstractmethod
-    async def update(self, key: str, fn: UpdateFn) -> JsonValue:
-        """Atomically replace the value at ``key`` by ``fn(current)`` and return it.
+        ``fn`` gets the current value and revision (``Revision(None, 0)`` for a missing
+        key) and the key's journal rows above revision ``after``
+        (``0 <= after <= MAX_JOURNAL_LIMIT``), newest first, as the same transaction sees
+        them: those the writes before it left (the commits of its own batch included, the
+        rows they trim excluded; none for a missing key). From those, ``fn`` can rebuild
+        the state of any revision they reach back to and write it, with no write landing
+        in between (a revert does).
 
         ``fn`` sees the latest stored value, and no other write to ``key`` (from this
         process or another one sharing the store) happens between its read and the write
-        of its result. If ``fn`` raises, nothing is written and the exception propagates.
-        The call returns only after the new value is durable to the backend's setting.
+        of its result. If ``fn`` raises, nothing is written and the exception propagates;
+        if its value or entry is not JSON, ``ValueError`` and nothing is written. The call
+        returns only after the write is durable to the backend's setting. The value
+        returned (and the value ``fn`` is handed) may be the very object the backend keeps
+        for the next write, to spare decoding it again: treat it as read-only.
 
-        The value returned (and the value ``fn`` is handed) may be the very object the
-        backend keeps for the next update, to spare decoding it again: treat it as
-        read-only.
-        """
-
-    @abstractmethod
-    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
-        """Atomically replace the value at ``key`` by ``fn(current).value``, as
-        :meth:`update` does, and journal the write in the same transaction.
-
-        ``fn`` gets the current value and revision (``Revision(None, 0)`` for a missing
-        key). The new value is stored as revision ``current.revision + 1``, which is
-        returned with it. When ``fn``'s ``Commit.entry`` is not ``None`` and ``keep`` is
-        positive, the entry is journaled under that revision and the key's journal is
-        trimmed to its ``keep`` newest rows; state and journal change together or not at
-        all. Every write (``set``, ``update``, ``commit``) advances a key's revision;
-        ``delete`` removes the key and its journal.
+        The new value is stored as revision ``current.revision + 1``, which is returned
+        with it. When ``fn``'s ``Commit.entry`` is not ``None`` and ``keep`` is positive,
+        the entry is journaled under that revision and the key's journal is trimmed to its
+        ``keep`` newest rows; state and journal change together or not at all.
 
         A key's revisions never repeat, so that ``(key, revision)`` names one value for
         good (``expected_revision`` and the layer, which does not check again a state
@@ -181,40 +198,69 @@ class StorageBackend(ABC):
         """
 
     @abstractmethod
-    async def get_revision(self, key: str) -> Revision | None:
-        """The value at ``key`` with its revision, or ``None`` when the key is missing."""
-
-    @abstractmethod
-    async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
-        """The ``limit`` newest journal rows of ``key``, newest first (none for a limit of
-        0 or below; every row for one of :data:`MAX_JOURNAL_LIMIT` or more)."""
-
-    @abstractmethod
-    async def journal_view(self, key: str, *, limit: int) -> JournalView:
-        """The value at ``key`` with its revision, and its ``limit`` newest journal rows
-        (as :meth:`journal`), read at one instant (one transaction), so that they agree:
-        no write comes between the two reads, as one would leave the journal ahead of the
-        value (a history would show a gap that is not there)."""
-
-    @abstractmethod
-    async def commit_with_journal(
-        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
-    ) -> Revision:
-        """:meth:`commit`, where ``fn`` also gets the key's journal rows above revision
-        ``after`` (``0 <= after <= MAX_JOURNAL_LIMIT``), newest first, as the same
-        transaction sees them: those the writes before it left (the commits of its own
-        batch included, the rows they trim excluded; none for a missing key). From the
-        value and revision it gets and those rows, ``fn`` can rebuild the state of any
-        revision they reach back to and write it, with no write landing in between (a
-        revert does)."""
-
-    @abstractmethod
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
-        """Return size and last-write time of the keys that start with ``prefix``, sorted."""
+        """The keys that start with ``prefix`` (exactly: no wildcards; ``""``: every key),
+        sorted by code point, each with the size of its JSON text, its last write's time
+        and its revision."""
+
+    @abstractmethod
+    async def delete(self, key: str) -> None:
+        """Remove ``key`` and its journal. Deleting a missing key does nothing. The key's
+        next write continues above its last revision (revisions never repeat)."""
 
     @abstractmethod
     async def aclose(self) -> None:
         """Release connections and threads. Closing twice does nothing."""
+
+    # -- helpers, built on the primitives --------------------------------------------------
+
+    async def get_revision(self, key: str) -> Revision | None:
+        """The value at ``key`` with its revision, or ``None`` when the key is missing."""
+        return (await self.journal_view(key, limit=0)).current
+
+    async def get(self, key: str) -> JsonValue | None:
+        """Return the value at ``key``, or ``None`` when the key is missing."""
+        found = await self.get_revision(key)
+        return None if found is None else found.value
+
+    async def journal(self, key: str, *, limit: int) -> builtins.list[JournalRow]:
+        """The ``limit`` newest journal rows of ``key``, newest first (none for a limit of
+        0 or below; every row for one of :data:`MAX_JOURNAL_LIMIT` or more)."""
+        return (await self.journal_view(key, limit=limit)).rows
+
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        """Return the keys that start with ``prefix``, sorted. ``""`` lists everything."""
+        return [info.key for info in await self.describe(prefix)]
+
+    async def get_many(self, keys: Iterable[str]) -> dict[str, JsonValue]:
+        """Return the values of the keys that exist; missing keys are absent, not ``None``."""
+        found: dict[str, JsonValue] = {}
+        for key in dict.fromkeys(keys):
+            stored = await self.get_revision(key)
+            if stored is not None:
+                found[key] = stored.value
+        return found
+
+    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
+        """:meth:`commit_with_journal` for a ``fn`` that needs no journal rows: it gets
+        the current value and revision only."""
+        return await self.commit_with_journal(
+            key, lambda current, _rows: fn(current), keep=keep, after=MAX_JOURNAL_LIMIT
+        )
+
+    async def update(self, key: str, fn: UpdateFn) -> JsonValue:
+        """Atomically replace the value at ``key`` by ``fn(current)`` and return it, as
+        :meth:`commit_with_journal` writes (``current`` is ``None`` for a missing key;
+        nothing is journaled). Treat the value returned as read-only."""
+        return (await self.commit(key, lambda current: Commit(fn(current.value)), keep=0)).value
+
+    async def set(self, key: str, value: JsonValue) -> None:
+        """Store ``value`` at ``key``, replacing any value there.
+
+        Raises ``ValueError`` (and stores nothing) when ``value`` is not JSON.
+        """
+        encoded = encode_json(value)  # a ValueError here: nothing is written
+        await self.commit(key, lambda _current: Commit(value, None, encoded), keep=0)
 
     async def __aenter__(self) -> Self:
         return self

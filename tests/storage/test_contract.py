@@ -1,8 +1,11 @@
 """The backend contract, run once per backend through the ``storage`` fixture.
 
-Every backend (memory, SQLite, PostgreSQL, and any third-party one) and every wrapper
-(``FaultyStorage``, healthy, around SQLite here) must pass this file unchanged; backend
-quirks belong in their own test files.
+Every backend (memory, SQLite, PostgreSQL, the complete example of docs/storage.md, and
+any third-party one) and every wrapper (``FaultyStorage``, healthy, around SQLite here)
+must pass this file unchanged; backend quirks belong in their own test files. Each test's
+name and docstring state the rule it checks, so a failing one tells a backend's author
+which rule the backend breaks. The ``example`` backend implements only the primitives, so
+here the helpers built on them (``get``, ``set``, ``update``, ``list``...) are tested too.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from noetic_scratchpad.storage.base import Commit, Revision
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres", "faulty-sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "faulty-sqlite", "example"])
 def backend_kind(request: pytest.FixtureRequest) -> str:
     """The shared backends, plus a wrapper: it must keep the contract as they do."""
     kind: str = request.param
@@ -181,7 +184,7 @@ async def test_list_sorted_and_prefix_exact(storage: StorageBackend) -> None:
         await storage.set(key, index)
     assert await storage.list("layers/x/") == sorted(
         ["layers/x/a", "layers/x/b", "layers/x/é", "layers/x/\U0010ffffz"]
-    )
+    ), "describe/list: exactly the keys that start with the prefix, sorted by code point"
     assert await storage.list("layers/x") == sorted(
         [
             *["layers/x", "layers/x/a", "layers/x/b", "layers/x/é", "layers/x/\U0010ffffz"],
@@ -292,7 +295,7 @@ async def test_describe(storage: StorageBackend) -> None:
     await storage.set("q", 1)
     after = time.time()
     infos = await storage.describe("p/")
-    assert [info.key for info in infos] == ["p/a", "p/b"]
+    assert [info.key for info in infos] == ["p/a", "p/b"], "describe: the prefix's keys, sorted"
     assert [info.size for info in infos] == [len(b'{"k":[1,2,3]}'), 4]
     for info in infos:
         assert before - 1 <= info.updated_at <= after + 1
@@ -334,7 +337,7 @@ async def test_scoped_storage_key_layout(storage: StorageBackend) -> None:
     await scoped.update("extra", lambda current: [current])
     assert await storage.get("scopes/scratchpad/thread/thread-1/state") == {"goal": "g"}
     assert await storage.get("scopes/scratchpad/thread/thread-1/extra") == [None]
-    assert await scoped.list() == ["extra", "state"]
+    assert await scoped.list() == ["extra", "state"], "a scope lists its own keys, sorted"
     assert await scoped.get_many(["state", "missing"]) == {"state": {"goal": "g"}}
     await scoped.delete("extra")
     assert await storage.list("scopes/") == [
@@ -359,7 +362,7 @@ async def test_thread_and_resource_scopes_never_share_keys(storage: StorageBacke
     assert len({scoped.prefix for scoped in scopes}) == len(scopes)
     for scoped in scopes:
         assert await scoped.get("state") == {"owner": [scoped.scope, scoped.scope_key]}
-        assert await scoped.list() == ["state"]
+        assert await scoped.list() == ["state"], f"{scoped.prefix!r} reaches another's keys"
     thread_a = ScopedStorage(storage, "scratchpad", "a")
     for key in await storage.list(thread_a.prefix):
         await storage.delete(key)

@@ -21,7 +21,7 @@ from .test_contract import assert_identical
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres", "faulty-sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "faulty-sqlite", "example"])
 def backend_kind(request: pytest.FixtureRequest) -> str:
     """The shared backends, plus a wrapper: it must keep the contract as they do."""
     kind: str = request.param
@@ -107,7 +107,7 @@ async def test_the_journal_is_newest_first_and_trimmed_to_keep(storage: StorageB
         (10, {"made": 10}),
         (9, {"made": 9}),
         (8, {"made": 8}),
-    ]
+    ], "a commit trims the key's journal to its keep newest rows, read newest first"
     assert rows[0].written_at >= rows[1].written_at >= rows[2].written_at
     assert await revisions(storage, "k", limit=2) == [10, 9]
     assert await storage.journal("k", limit=0) == []
@@ -129,7 +129,7 @@ async def test_keep_0_or_no_entry_journals_nothing(storage: StorageBackend) -> N
     await storage.commit("k", lambda current: Commit({"n": 3}), keep=2)
     await storage.commit("k", step(), keep=0)
     assert await storage.get_revision("k") == Revision({"n": 4}, 4)
-    assert await revisions(storage, "k") == [2]
+    assert await revisions(storage, "k") == [2], "keep=0 or entry=None journals nothing"
 
 
 async def test_delete_removes_the_key_and_its_journal_but_its_revisions_never_return(
@@ -153,7 +153,9 @@ async def test_delete_removes_the_key_and_its_journal_but_its_revisions_never_re
         seen.append(current)
         return Commit({"n": "again"}, {"again": True})
 
-    assert await storage.commit("k", again, keep=10) == Revision({"n": "again"}, 4)
+    assert await storage.commit("k", again, keep=10) == Revision({"n": "again"}, 4), (
+        "the write that re-creates a deleted key continues above its last revision"
+    )
     assert seen == [Revision(None, 0)]
     assert [(row.revision, row.entry) for row in await storage.journal("k", limit=10)] == [
         (4, {"again": True})
@@ -180,7 +182,7 @@ async def test_no_write_after_a_delete_repeats_a_revision(
             assert found is not None
             seen.append(found.revision)
         await storage.delete("k")
-    assert seen == [1, 2, 3, 4, 5, 6]
+    assert seen == [1, 2, 3, 4, 5, 6], "a key's revisions never repeat, across deletes"
     await storage.delete("never/written")  # deleting a missing key changes nothing
     await storage.set("never/written", 1)
     assert await storage.get_revision("never/written") == Revision(1, 1)

@@ -19,7 +19,7 @@ from noetic_scratchpad.storage.base import Commit, JournalRow, JournalView, Revi
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres", "faulty-sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "faulty-sqlite", "example"])
 def backend_kind(request: pytest.FixtureRequest) -> str:
     kind: str = request.param
     return kind
@@ -93,7 +93,9 @@ async def test_commit_with_journal_hands_the_rows_above_after(storage: StorageBa
     assert await storage.commit_with_journal("k", seen, keep=10, after=2) == Revision({"n": 6}, 6)
     ((current, rows),) = seen.calls
     assert current == Revision({"n": 5}, 5)
-    assert [(row.revision, row.entry) for row in rows] == [(5, 5), (4, 4), (3, 3)]
+    assert [(row.revision, row.entry) for row in rows] == [(5, 5), (4, 4), (3, 3)], (
+        "fn gets the rows above `after` only, newest first"
+    )
     # Journaled as a commit is: state and row together.
     assert await storage.journal_view("k", limit=1) == JournalView(
         Revision({"n": 6}, 6), (await storage.journal("k", limit=1))
@@ -117,7 +119,9 @@ async def test_commit_with_journal_sees_the_commits_queued_before_it(
     )
     ((current, rows),) = seen.calls
     assert current == Revision({"n": 6}, 6)
-    assert [row.revision for row in rows] == [6, 5, 4]
+    assert [row.revision for row in rows] == [6, 5, 4], (
+        "fn gets the rows as its transaction sees them: earlier commits in, trimmed rows out"
+    )
     assert [row.entry for row in rows] == [6, 5, 4]
 
 
@@ -128,7 +132,9 @@ async def test_commit_with_journal_on_a_missing_key_gets_no_rows(storage: Storag
         await storage.commit("k", counting, keep=10)
     await storage.delete("k")
     seen = Seen()
-    assert (await storage.commit_with_journal("k", seen, keep=10, after=0)).revision == 4
+    assert (await storage.commit_with_journal("k", seen, keep=10, after=0)).revision == 4, (
+        "the write that re-creates a deleted key continues above its last revision"
+    )
     assert seen.calls == [(Revision(None, 0), [])]
 
 

@@ -1,46 +1,141 @@
-"""The storage contract is small and complete: a wrapper cannot miss a method.
+"""The shape of the storage contract: a few primitives a stranger can implement, and
+helpers built on them that a wrapper cannot be bypassed by.
 
-Every public coroutine of ``StorageBackend`` is abstract, so a wrapper (``FaultyStorage``,
-a user's caching or metrics wrapper) that forgets one cannot even be built, instead of
-silently inheriting a default that bypasses it. (``get_encoded`` and ``update_encoded``
-once had such defaults: the fault tests wrapped ``update``, while production's SQLite path
-called ``update_encoded``.)
+Exactly the primitives are abstract: a backend (or a wrapper: ``FaultyStorage``, a user's
+caching or metrics wrapper) that forgets one cannot even be built. Every other public
+coroutine is a helper that reaches the backend only through the primitives, so a wrapper
+that forwards the primitives intercepts every call, instead of a helper with a default
+that bypasses it. (``get_encoded`` and ``update_encoded`` once had such defaults: the
+fault tests wrapped ``update``, while production's SQLite path called ``update_encoded``.)
 """
 
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from typing import Any
 
 import pytest
 
 from noetic_scratchpad.storage import MemoryStorage, StorageBackend
-from noetic_scratchpad.storage.base import Commit, Revision
+from noetic_scratchpad.storage.base import (
+    Commit,
+    JournalCommitFn,
+    JournalRow,
+    JournalView,
+    KeyInfo,
+    Revision,
+)
 from noetic_scratchpad.testing import FaultyStorage, InjectedFault
 
-CONTRACT = {
-    *("get", "set", "delete", "list", "get_many", "update", "describe", "aclose"),
-    *("commit", "get_revision", "journal", "journal_view", "commit_with_journal"),
-}
+from .example_backend import example_backend
+
+PRIMITIVES = frozenset({"journal_view", "commit_with_journal", "describe", "delete", "aclose"})
+HELPERS = frozenset(
+    {"get", "get_revision", "journal", "list", "get_many", "commit", "update", "set"}
+)
 
 
-def test_every_public_coroutine_of_the_contract_is_abstract() -> None:
+def test_exactly_the_primitives_are_abstract() -> None:
+    """The rule a backend is held to: five abstract methods (at most six, as a contract a
+    stranger can implement), and every other public coroutine a helper with a body."""
     public = {
         name
         for name, member in inspect.getmembers(StorageBackend)
         if not name.startswith("_") and inspect.iscoroutinefunction(member)
     }
-    assert public == CONTRACT
-    assert StorageBackend.__abstractmethods__ == frozenset(CONTRACT)
+    assert public == PRIMITIVES | HELPERS, "a new contract method must be a primitive or a helper"
+    assert StorageBackend.__abstractmethods__ == PRIMITIVES
+    assert len(PRIMITIVES) <= 6
 
 
-def test_a_wrapper_that_forgets_a_method_cannot_be_built() -> None:
+def test_a_backend_that_forgets_a_primitive_cannot_be_built() -> None:
     class Forgetful(StorageBackend):
-        async def update(self, key: str, fn: Any) -> Any:
+        async def journal_view(self, key: str, *, limit: int) -> Any:
             return None
 
     with pytest.raises(TypeError, match="abstract"):
         Forgetful()  # type: ignore[abstract]
+
+
+class PrimitivesOnly(StorageBackend):
+    """A wrapper that forwards the primitives and nothing else, counting them."""
+
+    def __init__(self, inner: StorageBackend) -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+
+    async def journal_view(self, key: str, *, limit: int) -> JournalView:
+        self.calls["journal_view"] += 1
+        return await self.inner.journal_view(key, limit=limit)
+
+    async def commit_with_journal(
+        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
+    ) -> Revision:
+        self.calls["commit_with_journal"] += 1
+        return await self.inner.commit_with_journal(key, fn, keep=keep, after=after)
+
+    async def describe(self, prefix: str = "") -> list[KeyInfo]:
+        self.calls["describe"] += 1
+        return await self.inner.describe(prefix)
+
+    async def delete(self, key: str) -> None:
+        self.calls["delete"] += 1
+        await self.inner.delete(key)
+
+    async def aclose(self) -> None:
+        self.calls["aclose"] += 1
+        await self.inner.aclose()
+
+
+#: Each helper called once, with the primitive it must reach the backend through.
+HELPER_CALLS: dict[str, tuple[str, Any]] = {
+    "set": ("commit_with_journal", lambda s: s.set("k", {"n": 1})),
+    "update": ("commit_with_journal", lambda s: s.update("k", lambda v: {"n": v["n"] + 1})),
+    "commit": (
+        "commit_with_journal",
+        lambda s: s.commit("k", lambda c: Commit({"n": c.revision + 1}, "e"), keep=5),
+    ),
+    "get": ("journal_view", lambda s: s.get("k")),
+    "get_revision": ("journal_view", lambda s: s.get_revision("k")),
+    "journal": ("journal_view", lambda s: s.journal("k", limit=5)),
+    "get_many": ("journal_view", lambda s: s.get_many(["k", "missing"])),
+    "list": ("describe", lambda s: s.list("")),
+}
+
+
+def timeless(answer: Any) -> Any:
+    """``answer`` with the journal rows' write times left out (two stores, two clocks)."""
+    if isinstance(answer, list):
+        return [(row.revision, row.entry) if isinstance(row, JournalRow) else row for row in answer]
+    return answer
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("helper", sorted(HELPERS))
+async def test_every_helper_reaches_the_backend_through_a_primitive(helper: str) -> None:
+    """A helper that a wrapper leaves alone goes through the wrapper's primitives: the
+    wrapper sees the call, and the answer is the wrapped backend's own."""
+    assert set(HELPER_CALLS) == HELPERS
+    primitive, call = HELPER_CALLS[helper]
+    reference, inner = MemoryStorage(), MemoryStorage()
+    wrapper = PrimitivesOnly(inner)
+    for backend in (reference, wrapper):
+        await backend.set("k", {"n": 1})
+        await backend.commit("k", lambda c: Commit({"n": 2}, "made 2"), keep=5)
+    wrapper.calls.clear()
+    got, expected = await call(wrapper), await call(reference)
+    assert timeless(got) == timeless(expected), f"{helper} answers as the backend's own"
+    assert wrapper.calls[primitive] >= 1, f"{helper} bypassed the wrapper's {primitive}"
+    assert await inner.get_revision("k") == await reference.get_revision("k")
+
+
+def test_faulty_storage_forwards_every_primitive() -> None:
+    """The package's wrapper overrides every primitive (and every helper, so that its
+    faults by operation name reach the wrapped backend's own fast paths)."""
+    own = set(vars(FaultyStorage))
+    assert own >= PRIMITIVES
+    assert own >= HELPERS
 
 
 @pytest.mark.asyncio
@@ -104,3 +199,10 @@ async def test_faulty_storage_fails_and_stalls_the_journal_reads() -> None:
     faulty.stall_for = 0.01
     assert [row.entry for row in await faulty.journal("k", limit=3)] == [{"e": 1}]
     assert faulty.calls["journal"] == 3
+
+
+def test_the_docs_example_backend_implements_the_primitives_only() -> None:
+    """docs/storage.md's ``DictStorage`` overrides no helper, so the contract suite, which
+    runs it, checks the helpers themselves on a backend a stranger wrote."""
+    example = example_backend()
+    assert {name for name in vars(example) if name in PRIMITIVES | HELPERS} == PRIMITIVES
