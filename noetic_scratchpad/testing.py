@@ -90,6 +90,11 @@ class FaultyStorage(StorageBackend):
 
     ``faults`` bounds how many faults are injected (``None``: every matching call); ``fail_on``
     and ``stall_on`` may be reassigned at any time. ``calls`` counts calls per operation.
+
+    It forwards the contract's primitives, as every wrapper must, and its helpers too, each
+    to the inner backend's own: a fault is named by the operation the caller made, and a
+    healthy call takes the inner backend's fast path. ``journal_view`` counts as
+    ``"journal"``, ``commit_with_journal`` as ``"commit"``.
     """
 
     def __init__(

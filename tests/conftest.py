@@ -101,20 +101,28 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
 async def storage(backend_kind: str, tmp_path: Path) -> AsyncIterator[StorageBackend]:
     """Every backend in turn, opened by URL and closed afterwards (PostgreSQL: table dropped).
     A kind ``faulty-X`` is backend X behind a healthy ``FaultyStorage``; ``example`` is the
-    complete backend of docs/storage.md, which implements the primitives only."""
+    complete backend of docs/storage.md, which implements the primitives only;
+    ``namespaced-X`` is backend X seen through ``with_namespace``."""
     if backend_kind == "example":
         from tests.storage.example_backend import example_backend
 
         async with example_backend()() as example:
             yield example
         return
-    url = backend_url(backend_kind.removeprefix("faulty-"), tmp_path)
+    wrapper, _, kind = backend_kind.rpartition("-")
+    url = backend_url(kind, tmp_path)
     inner = await open_storage(url)
-    backend = FaultyStorage(inner) if backend_kind.startswith("faulty-") else inner
+    if wrapper == "faulty":
+        backend: StorageBackend = FaultyStorage(inner)
+    elif wrapper == "namespaced":
+        backend = inner.with_namespace("namespace/")
+    else:
+        backend = inner
     try:
         yield backend
     finally:
         await backend.aclose()
+        await inner.aclose()  # a namespace leaves its backend open
         if hasattr(inner, "drop_table"):
             # The test may have closed the backend itself: drop through a fresh one.
             async with await open_storage(url) as cleanup:

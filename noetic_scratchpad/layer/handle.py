@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from .. import _json
@@ -337,7 +337,7 @@ class _RebuildingStorage(ScopedStorage):
         super().__init__(storage.backend, storage.layer_id, storage.scope_key, storage.scope)
         self.revert = revert
 
-    def commit(self, key: str, fn: CommitFn, *, keep: int) -> Awaitable[Revision]:
+    def commit(self, key: str, fn: CommitFn, *, keep: int) -> Coroutine[Any, Any, Revision]:
         revert = self.revert
         return self.commit_with_journal(
             key, revert.reading_journal(fn), keep=keep, after=revert.after

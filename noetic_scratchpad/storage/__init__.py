@@ -38,6 +38,7 @@ from .base import (
     encode_json,
 )
 from .memory import MemoryStorage
+from .namespace import NamespacedStorage
 from .owned import OwnedStorage
 from .redaction import redact_url
 from .scoped import ScopedStorage, scope_prefix
@@ -53,6 +54,7 @@ __all__ = (
     "JsonValue",
     "KeyInfo",
     "MemoryStorage",
+    "NamespacedStorage",
     "OwnedStorage",
     "Revision",
     "ScopedStorage",

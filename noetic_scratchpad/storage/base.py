@@ -14,9 +14,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from .. import _json
+
+if TYPE_CHECKING:
+    from .namespace import NamespacedStorage
 
 __all__ = (
     "MAX_JOURNAL_LIMIT",
@@ -261,6 +264,13 @@ class StorageBackend(ABC):
         """
         encoded = encode_json(value)  # a ValueError here: nothing is written
         await self.commit(key, lambda _current: Commit(value, None, encoded), keep=0)
+
+    def with_namespace(self, prefix: str) -> NamespacedStorage:
+        """This backend with every key under ``prefix`` (a :class:`~.namespace.
+        NamespacedStorage`: it keeps the contract, and closing it leaves this one open)."""
+        from .namespace import NamespacedStorage  # it subclasses this class
+
+        return NamespacedStorage(self, prefix)
 
     async def __aenter__(self) -> Self:
         return self

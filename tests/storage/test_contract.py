@@ -21,9 +21,12 @@ from noetic_scratchpad.storage.base import Commit, Revision
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres", "faulty-sqlite", "example"])
+@pytest.fixture(
+    params=["memory", "sqlite", "postgres", "faulty-sqlite", "namespaced-sqlite", "example"]
+)
 def backend_kind(request: pytest.FixtureRequest) -> str:
-    """The shared backends, plus a wrapper: it must keep the contract as they do."""
+    """The shared backends, two wrappers (a FaultyStorage, a namespace) and the example of
+    docs/storage.md: each must keep the contract as the others do."""
     kind: str = request.param
     return kind
 

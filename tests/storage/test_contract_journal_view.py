@@ -19,7 +19,9 @@ from noetic_scratchpad.storage.base import Commit, JournalRow, JournalView, Revi
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres", "faulty-sqlite", "example"])
+@pytest.fixture(
+    params=["memory", "sqlite", "postgres", "faulty-sqlite", "namespaced-sqlite", "example"]
+)
 def backend_kind(request: pytest.FixtureRequest) -> str:
     kind: str = request.param
     return kind
