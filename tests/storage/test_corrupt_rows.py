@@ -69,3 +69,22 @@ async def test_deleting_an_unreadable_row_clears_it_and_the_key_can_be_written_a
     assert written.value == {"n": 3}
     assert written.revision > 1  # revisions never repeat, a reset included
     assert await storage.get_revision("bad") == written
+
+
+@pytest.mark.parametrize(("backend_kind", "how"), CORRUPT_ROWS)
+async def test_an_unreadable_row_leaves_the_listing_of_its_neighbours_whole(
+    storage: StorageBackend, how: str
+) -> None:
+    """Listing the keys (what ``GET api/scopes`` and ``noetic-scratchpad list`` show) never
+    reads a value back, so one bad row cannot hide the others, nor itself: it is listed,
+    with the size it takes, so that it can be found and reset."""
+    await storage.set("good", {"n": 1})
+    await storage.commit("bad", _journaled({"n": 1}), keep=5)
+    await corrupt_row(storage, "bad", how)
+
+    infos = await storage.describe()
+
+    assert [info.key for info in infos] == ["bad", "good"]
+    assert infos[0].size > 0
+    assert infos[1].size == len(b'{"n":1}')
+    assert await storage.list() == ["bad", "good"]

@@ -33,7 +33,7 @@ from ..base import (
     UpdateFn,
     journal_limit,
 )
-from .codec import encode
+from .codec import decode_text, encode
 from .connection import create_pool, pooled_connection
 from .failures import DRIVER_ERRORS, ROLLED_BACK, UNCHANGED, UNCONFIRMED, storage_error
 from .journal import decode_journal
@@ -202,9 +202,8 @@ class PostgresStorage(StorageBackend):
     async def describe(self, prefix: str = "") -> builtins.list[KeyInfo]:
         async with self._connection("describe keys") as conn:
             rows = await fetch_prefix(conn, self._sql.describe, prefix)
-        # The size of the compact JSON text, as the other backends report it.
         return [
-            KeyInfo(row["key"], len(_json.dumps(row["value"])), row["updated_at"], row["revision"])
+            KeyInfo(row["key"], _size(row["text"]), row["updated_at"], row["revision"])
             for row in rows
         ]
 
@@ -259,3 +258,13 @@ class PostgresStorage(StorageBackend):
         what a failure means for the stored data."""
         self._check_open()
         return pooled_connection(self._pool, self.settings, action, key, outcome)
+
+
+def _size(text: str) -> int:
+    """The size of a value's compact JSON text, as the other backends report it, from the
+    column's text; a value that cannot be read back is listed with its stored size, so that
+    one bad row never hides the others."""
+    try:
+        return len(_json.dumps(decode_text(text.encode())))
+    except (ValueError, RecursionError):
+        return len(text.encode())

@@ -135,7 +135,9 @@ class TableSql:
         )
         self.keys = _range_scan(t, "key")
         self.describe = _range_scan(
-            t, "key, value, extract(epoch FROM updated_at)::float8 AS updated_at, revision"
+            t,
+            "key, value::text AS text, extract(epoch FROM updated_at)::float8 AS updated_at, "
+            "revision",
         )
         self.drop = f"DROP TABLE IF EXISTS {r}, {j}, {t}"
 
