@@ -12,6 +12,7 @@ import argparse
 import importlib
 import ipaddress
 import logging
+import math
 import os
 import socket
 import sys
@@ -61,6 +62,18 @@ def add_serve(
         "so updates through the API are checked against it",
     )
     parser.add_argument(
+        "--session-idle-timeout",
+        type=seconds,
+        metavar="SECONDS",
+        help="end an inspector session unused this long (default: 3600)",
+    )
+    parser.add_argument(
+        "--session-max-age",
+        type=seconds,
+        metavar="SECONDS",
+        help="end an inspector session this long after sign-in, however busy (default: 28800)",
+    )
+    parser.add_argument(
         "--cors-origin",
         action="append",
         default=[],
@@ -92,13 +105,25 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     try:
         backend = await open_storage(url)
         try:
-            app = create_app(
-                backend,
-                layers=layers,
-                token=token,
-                cors_origins=args.cors_origin,
-                trusted_hosts=[*LOOPBACK_NAMES, args.host] if loopback else None,
-            )
+            lifetimes = {
+                name: value
+                for name, value in (
+                    ("session_idle_timeout", args.session_idle_timeout),
+                    ("session_max_age", args.session_max_age),
+                )
+                if value is not None
+            }
+            try:
+                app = create_app(
+                    backend,
+                    layers=layers,
+                    token=token,
+                    cors_origins=args.cors_origin,
+                    trusted_hosts=[*LOOPBACK_NAMES, args.host] if loopback else None,
+                    **lifetimes,
+                )
+            except ValueError as exc:  # a lifetime past what a browser keeps
+                raise CliError(str(exc)) from None
             level = args.log_level or "warning"
             # uvicorn's start-up lines and access log show with --log-level info or debug.
             logging.getLogger("uvicorn").setLevel(level.upper())
@@ -110,6 +135,17 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         sock.close()
     print(f"{PROG}: stopped", flush=True)
     return 0
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse's type: a usage error otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def is_loopback(host: str) -> bool:

@@ -168,3 +168,25 @@ async def test_serve_reports_a_bad_storage_url_or_a_busy_port_in_one_line() -> N
     code, _, err = await run_cli("serve", "--schema", "no.such.module:Model")
     assert code == 1
     assert "cannot load --schema" in err
+
+
+@pytest.mark.asyncio
+async def test_serve_sets_the_sessions_lifetimes() -> None:
+    """``--session-idle-timeout`` reaches the app: a session unused that long is over; a
+    lifetime that cannot work is a usage error before anything is served."""
+    environ = env(NOETIC_SCRATCHPAD_TOKEN=TOKEN)
+    async with serving(
+        "--storage", "memory://", "--session-idle-timeout", "1", environ=environ
+    ) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+            assert (await client.post("/api/session", headers=AUTH)).status_code == 204
+            assert (await client.get("/api/scopes")).status_code == 200  # the cookie
+            await asyncio.sleep(1.5)
+            assert (await client.get("/api/scopes")).status_code == 401
+        await server.stop(signal.SIGTERM)
+
+    for flag, value in [("--session-idle-timeout", "0"), ("--session-max-age", "nan")]:
+        code, out, err = await run_cli("serve", flag, value, "--storage", "memory://")
+        assert (code, out) == (2, "")
+        assert flag in err
+        assert "Traceback" not in err
