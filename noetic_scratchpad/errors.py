@@ -56,12 +56,18 @@ class ScratchpadConfigError(ScratchpadError, ValueError):
 class ScratchpadUpdateError(ScratchpadError, ValueError):
     """An update was refused and the stored state is unchanged.
 
-    ``reason`` is a short machine-readable word (``"malformed"``, ``"too_large"``,
-    ``"schema"``, ``"read_only"``, ...); ``errors`` carries details such as pydantic's
-    validation errors.
+    The error carries data, and a ``message`` that says what happened to no reader in
+    particular; each host renders it for its reader (the model's text, with what to do
+    and the tool's name as that host presents it: ``layer.refusal_text``; an HTTP
+    problem; a CLI line). ``reason`` is a short machine-readable word (``"malformed"``,
+    ``"too_large"``, ``"schema"``, ``"read_only"``, ``"edit_path"``, ...); ``errors``
+    carries details such as pydantic's validation errors; ``refused``, what was refused
+    (``"update"``, ``"edit"``, ``"revert"``); ``limit`` and ``size``, for a state that
+    would grow too large, the byte limit and the size it would have had.
     """
 
     reason: str = "malformed"
+    refused: str = "update"
 
     def __init__(
         self,
@@ -69,12 +75,19 @@ class ScratchpadUpdateError(ScratchpadError, ValueError):
         *,
         reason: str | None = None,
         errors: Sequence[dict[str, Any]] = (),
+        refused: str | None = None,
+        limit: int | None = None,
+        size: int | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         if reason is not None:
             self.reason = reason
         self.errors: list[dict[str, Any]] = list(errors)
+        if refused is not None:
+            self.refused = refused
+        self.limit = limit
+        self.size = size
 
 
 class ScratchpadValidationError(ScratchpadUpdateError):
@@ -107,6 +120,7 @@ class ScratchpadHistoryError(ScratchpadUpdateError):
     than the kept history); nothing was written."""
 
     reason = "history"
+    refused = "revert"
 
 
 class StorageError(ScratchpadError):

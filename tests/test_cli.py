@@ -419,3 +419,30 @@ def test_a_sqlite_path_too_long_is_a_configuration_error(
     assert result.stderr.count("\n") == 1
     assert len(result.stderr) < 400
     assert os.listdir(tmp_path) == []
+
+
+def test_a_refused_write_is_one_line_from_its_data_with_no_hint_for_a_model(
+    tmp_path: Path,
+) -> None:
+    """``revert`` to a revision that was never written: the line says what was refused and
+    why, and tells no one to call a tool."""
+    url = f"sqlite:///{tmp_path / 'pad.db'}"
+    script = f"""
+import anyio
+from noetic_scratchpad import open_storage, scratchpad
+
+async def main():
+    async with await open_storage({url!r}) as backend:
+        handle = await scratchpad().open(backend, thread_id="t1")
+        await handle.update({{"goal": "ship"}})
+anyio.run(main)
+"""
+    written = run_python("-c", script, cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    refused = cli("revert", "--thread", "t1", "--to", "9", "--yes", "--storage", url, cwd=tmp_path)
+    assert refused.returncode == 1
+    last = refused.stderr.splitlines()[-1]  # after the UpdateRejected event's log line
+    assert last.startswith(
+        "noetic-scratchpad: error: the revert was refused (history): There is no revision 9"
+    )
+    assert "scratchpad/update" not in refused.stderr

@@ -22,6 +22,7 @@ from noetic_scratchpad.edits import (
     parse_edit_arguments,
 )
 from noetic_scratchpad.errors import ScratchpadUpdateError
+from noetic_scratchpad.layer import refusal_text
 from noetic_scratchpad.merge import FORBIDDEN_KEYS, MAX_DEPTH, merge_state, to_json_value
 
 STATE: dict[str, Any] = {
@@ -324,13 +325,14 @@ def test_a_refused_operation_is_named_with_its_path_and_reason(
 ) -> None:
     state = {key: value for key, value in STATE.items() if key != "count"}
     first = {"op": "set", "path": ["added"], "value": 1}  # applies, then is undone
-    error = refusal(state, [first, op], tool="notes_edit")
-    assert error.reason == reason
+    error = refusal(state, [first, op])
+    assert (error.reason, error.refused) == (reason, "edit")
     path = json.dumps(op["path"])
     assert error.message.startswith(f"Operation 2 of 2 ({op['op']} at {path}): ")
     assert says in error.message
-    assert "None of the operations was applied." in error.message
-    assert error.message.endswith(EDIT_REASONS[reason].format(tool="notes_edit"))
+    assert error.message.endswith("None of the operations was applied.")
+    hint = EDIT_REASONS[reason].format(tool="notes_edit")
+    assert refusal_text(error, "notes_edit") == f"{error.message} {hint}"
 
 
 def test_a_missing_key_message_lists_the_keys_there() -> None:
@@ -463,7 +465,7 @@ def test_parse_takes_decoded_arguments_and_values_sent_as_themselves() -> None:
         ('{"operations": [NaN]}', "NaN is not a JSON number"),
         ("[1]", "The arguments are a JSON array, not an object."),
         ("[" * 100_000, "nested far too deeply"),
-        ('{"goal": "x"}', 'The arguments have "goal", which notes_edit does not take'),
+        ('{"goal": "x"}', 'The arguments have "goal", which the edit tool does not take'),
         ("{}", '"operations" is missing'),
         (call({"op": "set", "path": ["a"], "value_json": "done"}), "value_json is not JSON text"),
         (call({"op": "set", "path": ["a"], "value_json": "NaN"}), "NaN is not a JSON number"),
@@ -485,10 +487,12 @@ def test_parse_takes_decoded_arguments_and_values_sent_as_themselves() -> None:
 )
 def test_parse_refuses_bad_arguments_naming_the_tool(arguments: str, says: str) -> None:
     with pytest.raises(ScratchpadUpdateError) as caught:
-        parse_edit_arguments(arguments, tool="notes_edit")
-    assert caught.value.reason == "malformed"
+        parse_edit_arguments(arguments)
+    assert (caught.value.reason, caught.value.refused) == ("malformed", "edit")
     assert says in caught.value.message
-    assert caught.value.message.endswith(EDIT_REASONS["malformed"].format(tool="notes_edit"))
+    assert "notes_edit" not in caught.value.message
+    text = refusal_text(caught.value, "notes_edit")
+    assert text.endswith(EDIT_REASONS["malformed"].format(tool="notes_edit"))
 
 
 def test_a_value_that_is_not_json_text_gets_told_to_quote_it() -> None:
@@ -497,7 +501,7 @@ def test_a_value_that_is_not_json_text_gets_told_to_quote_it() -> None:
     message = caught.value.message
     assert message.startswith('Operation 1 of 1 (set at ["plan", "status"]): value_json is not')
     assert 'written with its quotes, as "\\"done\\""' in message
-    assert EDIT_TOOL in message
+    assert EDIT_TOOL in refusal_text(caught.value, EDIT_TOOL)
 
 
 def test_parse_refuses_a_non_object_argument() -> None:

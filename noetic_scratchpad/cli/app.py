@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from ..errors import ScratchpadError
+from ..errors import ScratchpadError, ScratchpadUpdateError
 from .common import PROG, CliError
 from .parser import build_parser
 from .stderr_filter import SecretFilter, invocation_secrets
@@ -69,7 +69,10 @@ def run(argv: Sequence[str]) -> int:
 
 
 def error_line(exc: Exception) -> str:
-    """The message of a failure; its type too unless it is one of the expected kinds."""
+    """The message of a failure; its type too unless it is one of the expected kinds. A
+    refusal says what was refused and why, from its data."""
+    if isinstance(exc, ScratchpadUpdateError):
+        return f"the {exc.refused} was refused ({exc.reason}): {exc.message}"
     if isinstance(exc, CliError | ScratchpadError | OSError | ValueError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"

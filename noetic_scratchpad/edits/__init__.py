@@ -23,11 +23,13 @@ Choices: ``set`` creates missing objects on its path, as an update does; ``appen
 is there, and silence would hide the mismatch (another spelling, a stale belief).
 
 Refusals are :class:`~noetic_scratchpad.errors.ScratchpadUpdateError` whose message names
-the operation (1-based), its op and path, says nothing was applied, and names the tool.
-Reasons (:data:`EDIT_REASONS`): ``malformed`` (the call's shape, JSON text, a value that
-cannot be stored), ``edit_path`` (a key on the path is missing, or the path goes through
-something that is not an object), ``edit_type`` (append or remove on something that is not
-a list), ``edit_item`` (remove: no item equals the value, or the index is out of range).
+the operation (1-based), its op and path, and says nothing was applied; their ``refused``
+is ``"edit"``. What the model is told to do (:data:`EDIT_REASONS`, naming the edit tool as
+the host presents it) is added by ``layer.refusal_text``. Reasons: ``malformed`` (the
+call's shape, JSON text, a value that cannot be stored), ``edit_path`` (a key on the path
+is missing, or the path goes through something that is not an object), ``edit_type``
+(append or remove on something that is not a list), ``edit_item`` (remove: no item
+equals the value, or the index is out of range).
 """
 
 from __future__ import annotations

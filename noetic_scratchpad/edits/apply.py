@@ -8,27 +8,25 @@ from typing import Any
 from ..merge import merge_state
 from .read import read_all
 from .refusals import Refusal, Where, kind_of, no_key, show, show_path
-from .schema import EDIT_TOOL, MISSING, PLAIN_NAMES
+from .schema import MISSING, PLAIN_NAMES
 
 __all__ = ("apply_edits", "edited_keys")
 
 
-def apply_edits(
-    state: str | Mapping[str, Any], operations: Sequence[Any], *, tool: str = EDIT_TOOL
-) -> dict[str, Any]:
+def apply_edits(state: str | Mapping[str, Any], operations: Sequence[Any]) -> dict[str, Any]:
     """The state after ``operations`` (operation form), applied in order, all or none.
 
     ``state`` is never changed; the result shares its untouched parts. A text state becomes
     an object first, as an update makes it. Raises ``ScratchpadUpdateError`` naming the
-    failing operation, its path and ``tool``.
+    failing operation and its path (``refused``: ``"edit"``).
     """
-    checked = read_all(operations, PLAIN_NAMES, tool)
+    checked = read_all(operations, PLAIN_NAMES)
     editor = _Editor(state)
     for number, op in enumerate(checked, 1):
         try:
             editor.apply(op)
         except Refusal as refusal:
-            where = Where(number, len(checked), tool, PLAIN_NAMES, op["op"], op["path"])
+            where = Where(number, len(checked), PLAIN_NAMES, op["op"], op["path"])
             raise where.refuse(refusal.detail, refusal.reason) from None
     return editor.root
 

@@ -11,35 +11,33 @@ from .. import _json
 from .._json import reject_constant
 from ..merge import FORBIDDEN_KEYS, MAX_DEPTH, InvalidValueError, to_json_value
 from .refusals import Where, kind_of, malformed, show, show_names
-from .schema import EDIT_TOOL, FIELDS, MISSING, OPERATIONS, PLAIN_NAMES, TAKES, TOOL_NAMES
+from .schema import FIELDS, MISSING, OPERATIONS, PLAIN_NAMES, TAKES, TOOL_NAMES
 
 __all__ = ("parse_edit_arguments", "read_all")
 
 
-def parse_edit_arguments(
-    args: str | Mapping[str, Any], *, tool: str = EDIT_TOOL
-) -> list[dict[str, Any]]:
+def parse_edit_arguments(args: str | Mapping[str, Any]) -> list[dict[str, Any]]:
     """A model's edit call (JSON text, or its decoded mapping) as operations in the
-    operation form, checked and cleaned. Raises ``ScratchpadUpdateError`` naming ``tool``."""
-    arguments = _load_arguments(args, tool)
+    operation form, checked and cleaned. Raises ``ScratchpadUpdateError`` (``refused``
+    ``"edit"``), whose message names the failing operation."""
+    arguments = _load_arguments(args)
     unknown = sorted(set(arguments) - {"operations"})
     if unknown:
         raise malformed(
-            f"The arguments have {show_names(unknown)}, which {tool} does not take. To merge new "
-            "values into fields, use the update tool instead.",
-            tool,
+            f"The arguments have {show_names(unknown)}, which the edit tool does not take. To "
+            "merge new values into fields, use the update tool instead."
         )
-    return read_all(arguments.get("operations"), TOOL_NAMES, tool)
+    return read_all(arguments.get("operations"), TOOL_NAMES)
 
 
-def read_all(operations: Any, names: Mapping[str, str], tool: str) -> list[dict[str, Any]]:
+def read_all(operations: Any, names: Mapping[str, str]) -> list[dict[str, Any]]:
     if not isinstance(operations, list | tuple):
         shown = "missing" if operations is None else f"{kind_of(operations)}, not a list"
-        raise malformed(f'"operations" is {shown}.', tool)
+        raise malformed(f'"operations" is {shown}.')
     if not operations:
-        raise malformed('"operations" is empty: there is nothing to do.', tool)
+        raise malformed('"operations" is empty: there is nothing to do.')
     total = len(operations)
-    return [_read(raw, Where(n, total, tool, names)) for n, raw in enumerate(operations, 1)]
+    return [_read(raw, Where(n, total, names)) for n, raw in enumerate(operations, 1)]
 
 
 def _read(raw: Any, where: Where) -> dict[str, Any]:
@@ -144,13 +142,13 @@ def _clean(value: Any, where: Where, label: str, max_depth: int) -> Any:
         raise where.refuse(f"{label} cannot be stored as JSON: {exc}") from None
 
 
-def _load_arguments(args: Any, tool: str) -> Mapping[str, Any]:
+def _load_arguments(args: Any) -> Mapping[str, Any]:
     """The arguments as a mapping, refused as the update tool's ``parse_arguments`` does."""
     if isinstance(args, Mapping):
         return args
     if not isinstance(args, str):
-        raise malformed(f"The arguments are {kind_of(args)}, not an object.", tool)
+        raise malformed(f"The arguments are {kind_of(args)}, not an object.")
     try:
         return _json.loads_arguments(args)
     except _json.ArgumentsError as exc:
-        raise malformed(_json.arguments_problem(exc, max_depth=MAX_DEPTH), tool) from None
+        raise malformed(_json.arguments_problem(exc, max_depth=MAX_DEPTH)) from None

@@ -1,4 +1,10 @@
-"""How an edit is refused: the exceptions, and the texts that say what is wrong."""
+"""How an edit is refused: the exceptions, and the texts that say what is wrong.
+
+A refusal says what happened; what the model is told to do about it (:data:`.schema.EDIT_REASONS`,
+naming the edit tool as the host presents it) is added where the model reads it, by
+``layer.refusal_text``. Code's operations are told how to write them here (it is code that
+reads it).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ScratchpadUpdateError
-from .schema import EDIT_REASONS, PLAIN_MALFORMED, PLAIN_NAMES
+from .schema import PLAIN_MALFORMED, PLAIN_NAMES
 
 __all__ = (
     "Refusal",
@@ -37,7 +43,6 @@ class Where:
 
     number: int
     total: int
-    tool: str
     names: Mapping[str, str]
     op: str = ""
     path: Sequence[str] = ()
@@ -45,19 +50,19 @@ class Where:
     def refuse(self, detail: str, reason: str = "malformed") -> ScratchpadUpdateError:
         what = f" ({self.op} at {show_path(self.path)})" if self.path else ""
         what = what or (f" ({self.op})" if self.op else "")
-        hint = PLAIN_MALFORMED if reason == "malformed" and self.names is PLAIN_NAMES else ""
         text = (
             f"Operation {self.number} of {self.total}{what}: {detail}. None of the operations "
-            f"was applied. {(hint or EDIT_REASONS[reason]).format(tool=self.tool)}"
+            "was applied."
         )
-        return ScratchpadUpdateError(text, reason=reason)
+        if reason == "malformed" and self.names is PLAIN_NAMES:
+            text += " " + PLAIN_MALFORMED.format()
+        return ScratchpadUpdateError(text, reason=reason, refused="edit")
 
 
-def malformed(detail: str, tool: str) -> ScratchpadUpdateError:
+def malformed(detail: str) -> ScratchpadUpdateError:
     """A refusal of the whole call, before any one operation is read."""
     return ScratchpadUpdateError(
-        f"{detail} Nothing was applied. {EDIT_REASONS['malformed'].format(tool=tool)}",
-        reason="malformed",
+        f"{detail} Nothing was applied.", reason="malformed", refused="edit"
     )
 
 

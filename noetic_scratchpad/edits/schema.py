@@ -22,7 +22,8 @@ __all__ = (
 EDIT_TOOL = "scratchpad/edit"
 OPERATIONS = ("append", "remove", "delete", "set")
 
-#: What the model is told to do after each kind of refused edit; ``{tool}`` is its name.
+#: What the model is told to do after each kind of refused edit; ``{tool}`` is its name
+#: (rendered by ``layer.refusal_text``).
 EDIT_REASONS = {
     "malformed": 'Call {tool} with {{"operations": [...]}}; each operation has "op" '
     '(append, remove, delete or set), "path" (object keys from the top, such as ["plan", '

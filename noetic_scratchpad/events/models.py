@@ -73,7 +73,11 @@ class UpdateRetried(ScratchpadEvent):
 
 
 class UpdateRejected(ScratchpadEvent):
-    """An update was dropped. ``reason`` is a short word.
+    """An update was dropped. ``reason`` is a short word; ``message`` says what happened,
+    to no reader in particular (the model is told what to do by its host, not here).
+    ``refused`` is what was refused (``"update"``, ``"edit"``, ``"revert"``; ``None``
+    when storage failed); ``limit`` and ``size``, for ``"too_large"``, the layer's
+    ``max_state_bytes`` and the size the state would have had.
 
     For every reason but ``"timeout"`` and ``"unconfirmed"`` nothing changed.
     ``"timeout"`` means storage did not answer within ``write_timeout``, ``"unconfirmed"``
@@ -87,6 +91,9 @@ class UpdateRejected(ScratchpadEvent):
     message: str
     errors: tuple[dict[str, Any], ...] = ()
     call_id: str | None = None
+    refused: str | None = None
+    limit: int | None = None
+    size: int | None = None
 
 
 class StateDiscarded(ScratchpadEvent):

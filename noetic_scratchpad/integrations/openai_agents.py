@@ -35,7 +35,14 @@ except ImportError as exc:  # the extra is not installed, or the SDK cannot load
 from ..adapters.names import check_tool_names
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..events import EventBus
-from ..layer import HostTool, ScratchpadHandle, ScratchpadLayer, scratchpad, storage_failure_text
+from ..layer import (
+    HostTool,
+    ScratchpadHandle,
+    ScratchpadLayer,
+    refusal_text,
+    scratchpad,
+    storage_failure_text,
+)
 from ..storage import OwnedStorage, StorageBackend
 
 __all__ = (
@@ -212,12 +219,11 @@ class Scratchpad:
         call_id = tool_context.tool_call_id
         try:
             handle, _ = await self._handle_for(tool_context)
-            handle.name_tools({f"{self.layer.id}/{function}": tool})
             # The SDK refuses a reused id within a run; across runs on a thread the handle
             # tells a retry (same id and arguments) from a new call under an old id.
             return await handle.call(function, arguments, call_id=call_id)
         except ScratchpadUpdateError as exc:
-            return f"Error: {exc.message}"
+            return f"Error: {refusal_text(exc, tool)}"
         except StorageError as exc:
             logger.warning("scratchpad %s %s not confirmed by storage: %s", function, call_id, exc)
             return f"Error: {storage_failure_text(exc, tool)}"
@@ -253,9 +259,7 @@ class Scratchpad:
             thread_id=scope.thread_id,
             resource_id=scope.resource_id,
             events=self.events,
-            tool_name=self._names["update"],
         )
-        handle.name_tools({f"{self.layer.id}/edit": self._names["edit"]})
         self._handles[scope] = handle
         while len(self._handles) > self.max_scopes:
             self._handles.popitem(last=False)

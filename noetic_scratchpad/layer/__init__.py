@@ -12,13 +12,12 @@ from .base import (
     LayerHandle,
     LayerHooks,
     RecallResult,
-    RenamableHandle,
     Slot,
     SpawnResult,
     StoreResult,
 )
 from .config import UPDATE_TOOL, ScratchpadConfig, ScratchpadState
-from .failures import storage_failure_text, unreadable_text
+from .failures import refusal_text, storage_failure_text, unreadable_text
 from .handle import ScratchpadHandle
 from .journal import HistoryEntry
 from .scratchpad import HostTool, ScratchpadLayer, scratchpad
@@ -37,7 +36,6 @@ __all__ = (
     "LayerHandle",
     "LayerHooks",
     "RecallResult",
-    "RenamableHandle",
     "ScratchpadConfig",
     "ScratchpadHandle",
     "ScratchpadLayer",
@@ -46,6 +44,7 @@ __all__ = (
     "SpawnResult",
     "StoreResult",
     "parse_arguments",
+    "refusal_text",
     "scratchpad",
     "storage_failure_text",
     "unreadable_text",

@@ -24,7 +24,6 @@ __all__ = (
     "LayerHandle",
     "LayerHooks",
     "RecallResult",
-    "RenamableHandle",
     "Slot",
     "SpawnResult",
     "StoreResult",
@@ -150,16 +149,6 @@ class LayerHandle(Protocol):
 
     async def refresh(self) -> Any:
         """Re-read the stored state."""
-        ...
-
-
-@runtime_checkable
-class RenamableHandle(Protocol):
-    """A handle whose texts for the model name its layer's tools (the scratchpad's fix
-    hints): the runtime tells it the names the model sees."""
-
-    def name_tools(self, sent: Mapping[str, str]) -> None:
-        """``sent``: our tool name (``scratchpad/update``) -> the name the model sees."""
         ...
 
 

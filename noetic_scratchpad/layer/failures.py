@@ -1,16 +1,45 @@
-"""What the model reads when storage fails under its call: one short, stable sentence for
-every host, naming the tool as that host presents it.
+"""What the model reads when a call of the scratchpad's tools fails, for every host, naming
+the tool as that host presents it: the one place these texts are written.
 
-The sentence says what became of the call (not saved, or not known to be saved) and what
-to do. It never carries the error's own text: a path, a host name or a driver's message is
-for the operator, who gets it in the logs and in the ``UpdateRejected`` event.
+- :func:`refusal_text`: a refused update or edit (``ScratchpadUpdateError``): what
+  happened (the error's ``message``, which speaks to no reader in particular) and what to
+  do about it (a hint by ``reason``), naming the tool.
+- :func:`storage_failure_text`: storage failed under the call; one short, stable sentence
+  that says what became of the call (not saved, or not known to be saved) and what to do.
+  It never carries the error's own text: a path, a host name or a driver's message is for
+  the operator, who gets it in the logs and in the ``UpdateRejected`` event.
+
+The HTTP app (``server/problems.py``) and the CLI render the same errors for their readers.
 """
 
 from __future__ import annotations
 
-from ..errors import StorageError, StorageOutcomeUnknownError
+from ..edits import EDIT_REASONS
+from ..errors import ScratchpadUpdateError, StorageError, StorageOutcomeUnknownError
 
-__all__ = ("storage_failure_text", "unreadable_text")
+__all__ = ("FIX_HINTS", "refusal_text", "storage_failure_text", "unreadable_text")
+
+#: What the model is told to do after each kind of refused update; ``{tool}`` is the name
+#: of the tool it called, as the host presents it. An edit's own reasons are in
+#: :data:`~noetic_scratchpad.edits.EDIT_REASONS`.
+FIX_HINTS = {
+    "malformed": "Call {tool} with a JSON object of the fields to change, "
+    'for example {{"currentGoal": "..."}}.',
+    "schema": "Fix these fields and call {tool} again with only the fields to change.",
+    "too_large": "Condense the scratchpad: replace long lists or notes with a short summary "
+    "(writing a key replaces its value) and try again.",
+    "read_only": "This scratchpad is read-only; do not try to update it.",
+    "corrupt": "Do not call {tool} again: carry on with the task without it. The operator "
+    "has been told, and must reset the scratchpad.",
+}
+
+
+def refusal_text(exc: ScratchpadUpdateError, tool: str) -> str:
+    """The model's text for its call of ``tool`` (as the host presents it) that ``exc``
+    refused: what happened, then what to do, if there is a hint for its reason."""
+    hints = EDIT_REASONS if exc.refused == "edit" and exc.reason in EDIT_REASONS else FIX_HINTS
+    hint = hints.get(exc.reason)
+    return f"{exc.message} {hint.format(tool=tool)}" if hint else exc.message
 
 
 def storage_failure_text(exc: StorageError, tool: str) -> str:

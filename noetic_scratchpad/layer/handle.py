@@ -59,8 +59,6 @@ class ScratchpadHandle:
         self._layer_id = layer_id
         self._budget = budget
         self._edits = pipeline.config.edit_tool
-        self.edit_tool_name = f"{layer_id}/edit"
-        """The edit tool's name as the model sees it (see ``tool_name``)."""
         self.scope = scope
         """The kind of scope ``scope_key`` names: ``"thread"`` or ``"resource"``."""
         self._writer = ScopeWriter(
@@ -74,28 +72,12 @@ class ScratchpadHandle:
         # next write, that state is not checked again (a key's revisions never repeat).
         self._checked_revision: int | None = None
 
-    @property
-    def tool_name(self) -> str:
-        """The update tool's name as the model sees it; the texts that tell the model what
-        to fix name it. Set it when a provider or framework renames the tool."""
-        return self._writer.tool_name
+    def _prepare_edit(self, args: Any) -> Rewrite:
+        """The writer's preparation of an edit call."""
+        return self._writer.pipeline.prepare_edit(args)
 
-    @tool_name.setter
-    def tool_name(self, name: str) -> None:
-        self._writer.tool_name = name
-
-    def name_tools(self, sent: Mapping[str, str]) -> None:
-        """Take the names the model sees for this layer's tools (a provider's mapping of
-        ``scratchpad/update``), so the texts that tell the model what to fix name them."""
-        self.tool_name = sent.get(f"{self._layer_id}/update", self.tool_name)
-        self.edit_tool_name = sent.get(f"{self._layer_id}/edit", self.edit_tool_name)
-
-    def _prepare_edit(self, args: Any, tool: str) -> Rewrite:
-        """The writer's preparation of an edit call: refusals name the edit tool."""
-        return self._writer.pipeline.prepare_edit(args, tool=self.edit_tool_name)
-
-    def _prepare_plain_edit(self, args: Any, tool: str) -> Rewrite:
-        return self._writer.pipeline.prepare_edit(args, tool=self.edit_tool_name, plain=True)
+    def _prepare_plain_edit(self, args: Any) -> Rewrite:
+        return self._writer.pipeline.prepare_edit(args, plain=True)
 
     @property
     def snapshot(self) -> ScratchpadState:
@@ -243,7 +225,6 @@ class ScratchpadHandle:
             scope_key=self.scope_key,
             scope=self.scope,
         )
-        writer.tool_name = self.tool_name
         await self.apply(
             change,
             source="revert",
@@ -324,7 +305,7 @@ class ScratchpadHandle:
         return f"<ScratchpadHandle scope_key={self.scope_key!r} revision={self.revision}>"
 
 
-def _as_is(change: Rewrite, tool: str) -> Rewrite:
+def _as_is(change: Rewrite) -> Rewrite:
     """The preparation of a change made by the handle itself: it is ready as it is."""
     return change
 

@@ -259,7 +259,7 @@ class Revert(Rewrite):
     __slots__ = ("_initial", "_seen", "revision")
 
     def __init__(self, revision: int, initial: Callable[[], ScratchpadState]) -> None:
-        super().__init__(self._replace, {"revert": revision})
+        super().__init__(self._replace, {"revert": revision}, "revert")
         self.revision = revision
         self._initial = initial
         self._seen: tuple[Revision, list[JournalRow]] | None = None

@@ -10,8 +10,10 @@ One update goes through these steps, in this order:
    recover (a stored state that no longer fits the schema starts over from the initial
    state), merge, gate (the schema), encode, size check.
 
-Every refusal is a :class:`~noetic_scratchpad.errors.ScratchpadUpdateError` whose message
-is what the model reads and whose ``reason`` is what the event says. This module imports
+Every refusal is a :class:`~noetic_scratchpad.errors.ScratchpadUpdateError` that carries
+what happened as data (``reason``, ``errors``, ``limit``, what was ``refused``) and a
+message for no reader in particular; each host renders it for its own reader (the model's
+text: :func:`.failures.refusal_text`). No tool name enters here. This module imports
 nothing asynchronous; :mod:`.writer` runs it against storage.
 """
 
@@ -34,8 +36,8 @@ from ..errors import (
 )
 from ..merge import InvalidValueError, merge_state, to_json_value
 from ..schema import SchemaGate
-from .arguments import describe_errors, fix_hint, json_kind, parse_arguments, reject_constant
-from .config import EDIT_TOOL, UPDATE_TOOL, ScratchpadConfig, ScratchpadState
+from .arguments import describe_errors, json_kind, parse_arguments, reject_constant
+from .config import ScratchpadConfig, ScratchpadState
 
 __all__ = ("Rewrite", "Transition", "UpdatePipeline", "copy_state")
 
@@ -61,41 +63,38 @@ class UpdatePipeline:
 
     # -- step 1: the arguments --------------------------------------------------------
 
-    def prepare(self, args: str | Mapping[str, Any], tool: str = UPDATE_TOOL) -> dict[str, Any]:
-        """The update ``args`` ask for, checked before it meets any state. Refusals name
-        the update tool ``tool`` as the model sees it."""
+    def prepare(self, args: str | Mapping[str, Any]) -> dict[str, Any]:
+        """The update ``args`` ask for, checked before it meets any state."""
         if self.config.read_only:
-            raise ScratchpadReadOnlyError(fix_hint("read_only", tool))
+            raise _read_only("update")
         # A plain dict is copied by to_json_value anyway; anything else is parsed first.
-        values = args if type(args) is dict else parse_arguments(args, tool)
+        values = args if type(args) is dict else parse_arguments(args)
         try:
             cleaned: dict[str, Any] = to_json_value(values)
         except InvalidValueError as exc:
             raise ScratchpadUpdateError(
-                f"The update cannot be stored as JSON: {exc}. Send only objects, lists, "
-                "strings, finite numbers, booleans and null. " + fix_hint("malformed", tool),
+                f"The update cannot be stored as JSON: {exc}. Only objects, lists, strings, "
+                "finite numbers, booleans and null can be.",
                 reason="malformed",
             ) from None
         return cleaned
 
-    def prepare_edit(
-        self, args: str | Mapping[str, Any], *, tool: str = EDIT_TOOL, plain: bool = False
-    ) -> Rewrite:
+    def prepare_edit(self, args: str | Mapping[str, Any], *, plain: bool = False) -> Rewrite:
         """The edit ``args`` ask for: a ``scratchpad/edit`` call (values as JSON text), or
         with ``plain`` operations from code (values as they are), see :mod:`..edits`.
-        A call is checked before it meets any state; refusals name the edit tool ``tool``."""
+        A call is checked before it meets any state."""
         if self.config.read_only:
-            raise ScratchpadReadOnlyError(fix_hint("read_only", tool))
+            raise _read_only("edit")
         if plain:
             operations = list(args["operations"]) if isinstance(args, Mapping) else []
         else:
-            operations = parse_edit_arguments(args, tool=tool)
+            operations = parse_edit_arguments(args)
 
         def edit(state: ScratchpadState) -> tuple[dict[str, Any], tuple[str, ...]]:
-            edited = apply_edits(state, operations, tool=tool)  # checks plain operations
+            edited = apply_edits(state, operations)  # checks plain operations
             return edited, tuple(edited_keys(operations))
 
-        return Rewrite(edit, {"operations": operations}, tool)
+        return Rewrite(edit, {"operations": operations}, "edit")
 
     # -- step 2: against the stored state -----------------------------------------------
 
@@ -106,7 +105,6 @@ class UpdatePipeline:
         *,
         checked: bool = False,
         cleaned: bool = False,
-        tool: str = UPDATE_TOOL,
     ) -> Transition:
         """The state after ``update``, from what storage holds (``None``: nothing).
 
@@ -115,16 +113,16 @@ class UpdatePipeline:
 
         ``checked``: the caller knows ``stored`` passes. ``cleaned``: ``update``
         came from :meth:`prepare` and is the caller's alone, so the new state may hold its
-        values instead of copies. ``tool``: the update tool's name as the model sees it.
-        Raises ``ScratchpadUpdateError``; pure otherwise.
+        values instead of copies. Raises ``ScratchpadUpdateError``; pure otherwise.
         """
         state = self.initial_state() if stored is None else stored
         if not (checked or self._known.contains(state)) and self.problem(state) is not None:
             # Checked before merging: an update that happens to fix the bad field must not
             # bring back the rest of a state that init reported as discarded.
             state = self.initial_state()
+        refused = "update"
         if isinstance(update, Rewrite):
-            tool = update.tool or tool
+            refused = update.kind
             merged, keys = update.apply(state)
             errors = [] if self.gate is None else self.gate.errors(merged)
             if self.gate is not None and isinstance(state, dict) and isinstance(merged, dict):
@@ -135,16 +133,20 @@ class UpdatePipeline:
             errors = [] if self.gate is None else self.gate.errors_after_update(merged, keys)
         if errors:
             raise ScratchpadValidationError(
-                "The update does not fit the scratchpad's schema: "
-                f"{describe_errors(errors)}. {fix_hint('schema', tool)}",
+                f"The {refused} does not fit the scratchpad's schema: {describe_errors(errors)}.",
                 errors=errors,
+                refused=refused,
             )
         encoded = _json.dumps(merged)
-        if len(encoded) > self.config.max_state_bytes:
+        limit = self.config.max_state_bytes
+        if len(encoded) > limit:
             raise ScratchpadUpdateError(
                 f"The scratchpad would grow to {len(encoded):,} bytes, over its limit of "
-                f"{self.config.max_state_bytes:,}. {fix_hint('too_large', tool)}",
+                f"{limit:,}.",
                 reason="too_large",
+                refused=refused,
+                limit=limit,
+                size=len(encoded),
             )
         self._known.add(merged)
         return Transition(merged, encoded, state, keys)
@@ -194,21 +196,21 @@ class Rewrite:
     revert), rather than an update merged into it.
 
     ``apply(state)`` is pure and returns the new state and the top-level keys it wrote;
-    ``applied`` is what the change was, as the journal records it; ``tool``, the tool the
-    model called for it, which refusals then name.
+    ``applied`` is what the change was, as the journal records it; ``kind``, what it is
+    (``"edit"``, ``"revert"``), which its refusals say they refused.
     """
 
-    __slots__ = ("applied", "apply", "tool")
+    __slots__ = ("applied", "apply", "kind")
 
     def __init__(
         self,
         apply: Callable[[ScratchpadState], tuple[Any, tuple[str, ...]]],
         applied: Any,
-        tool: str | None = None,
+        kind: str = "edit",
     ) -> None:
         self.apply = apply
         self.applied = applied
-        self.tool = tool
+        self.kind = kind
 
 
 class Transition:
@@ -254,6 +256,13 @@ class _KnownStates:
 
     def contains(self, state: Any) -> bool:
         return self._objects.get(id(state)) is state
+
+
+def _read_only(refused: str) -> ScratchpadReadOnlyError:
+    return ScratchpadReadOnlyError(
+        f"This scratchpad is read-only, so the {refused} was refused; nothing was written.",
+        refused=refused,
+    )
 
 
 def copy_state(state: ScratchpadState) -> ScratchpadState:

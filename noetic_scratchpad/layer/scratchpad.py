@@ -108,7 +108,6 @@ class ScratchpadLayer:
         thread_id: str,
         resource_id: str | None = None,
         events: EventBus | None = None,
-        tool_name: str = UPDATE_TOOL,
     ) -> ScratchpadHandle:
         """A handle bound to one scope of ``storage``, its state loaded: the one call a host
         needs (a framework integration, a server, an own loop).
@@ -116,8 +115,8 @@ class ScratchpadLayer:
         The scope is the thread's, or for ``scope="resource"`` the resource's (the thread's
         when ``resource_id`` is ``None``). ``events``: the bus to report on (share the app's
         to see every scope's events; default, a bus of the handle's own, at
-        ``handle.ctx.events``). ``tool_name``: the update tool's name as the model sees it,
-        which the texts that tell the model what to fix name.
+        ``handle.ctx.events``). What the model reads of a refusal is its host's to render
+        (``refusal_text``), with the tool's name as that host presents it.
 
         Raises ``StorageError`` when storage does not answer within ``read_timeout``.
         """
@@ -128,7 +127,6 @@ class ScratchpadLayer:
         loaded = await load(self.pipeline, scoped, ctx, layer_id=self.id)
         handle = self.bind(scoped, ctx, loaded.state)
         handle.adopt(loaded)
-        handle.tool_name = tool_name
         return handle
 
     def host_tools(self, names: Mapping[str, str]) -> list[HostTool]:

@@ -37,9 +37,8 @@ from ..keys import Scope
 from ..render import contains_float
 from ..storage import ScopedStorage
 from ..storage.base import Commit, Revision
-from .arguments import fix_hint
 from .calls import CallClaim, RecentCalls, change_digest, recent_calls
-from .config import STATE_KEY, UPDATE_TOOL, ScratchpadState
+from .config import STATE_KEY, ScratchpadState
 from .journal import entry_of
 from .pipeline import Rewrite, Transition, UpdatePipeline
 
@@ -47,8 +46,8 @@ __all__ = ("Change", "ScopeWriter", "conflict")
 
 #: A write's change: an update to merge, or a :class:`~.pipeline.Rewrite`.
 Change = Mapping[str, Any] | Rewrite
-#: ``prepare(args, tool)``: the change ``args`` ask for, checked before storage is touched.
-Prepare = Callable[[Any, str], Change]
+#: ``prepare(args)``: the change ``args`` ask for, checked before storage is touched.
+Prepare = Callable[[Any], Change]
 
 
 class ScopeWriter:
@@ -71,8 +70,6 @@ class ScopeWriter:
         self.ctx = ctx
         self.layer_id = layer_id
         self.scope_key = scope_key
-        self.tool_name = UPDATE_TOOL
-        """The update tool's name as the model sees it: refusals tell the model to call it."""
         # The calls applied lately: the backend's, shared by every handle on the scope
         # (without storage, this writer's own); the scope is known by its storage prefix.
         self._calls = RecentCalls() if storage is None else recent_calls(storage.backend)
@@ -96,7 +93,7 @@ class ScopeWriter:
         without storage) and whether it was a retry: a repeat of the applied call
         ``call_id`` (see :mod:`.calls`), which wrote nothing (``current`` is returned).
 
-        ``prepare(args, tool)`` turns ``args`` into the change (default: an update to
+        ``prepare(args)`` turns ``args`` into the change (default: an update to
         merge). ``expected_revision``: refuse with ``ScratchpadConflictError`` unless the
         stored revision is this one. What the caller knows spares work:
         ``checked_revision``, a stored revision whose state is known to fit the schema (a
@@ -108,7 +105,7 @@ class ScopeWriter:
         """
         claim: CallClaim | None = None
         try:
-            change = (prepare or self.pipeline.prepare)(args, self.tool_name)
+            change = (prepare or self.pipeline.prepare)(args)
             if call_id is not None:
                 claim = await self._calls.claim(self._scope_id, call_id, change_digest(change))
                 if claim.retry:
@@ -123,7 +120,6 @@ class ScopeWriter:
                 expected_revision,
                 checked_revision,
                 floats,
-                self.tool_name,
             )
             if self.storage is None:  # a host calling store without init: nothing to persist
                 new_state, revision = attempt(Revision(current, 0)).value, None
@@ -194,11 +190,12 @@ class ScopeWriter:
         """Report a failed write (``UpdateRejected``); the error its caller gets instead of
         ``exc``, or ``None`` to let ``exc`` through (a refusal, a storage error, or a
         cancellation, which is the caller's own doing and reports nothing)."""
-        refusal = _refusal(exc, self.pipeline.config.write_timeout, self.tool_name)
+        refusal = _refusal(exc, self.pipeline.config.write_timeout)
         if refusal is None:
             return None
         reason, message, errors = refusal
-        self._emit_rejected(source, call_id, reason, message, errors)
+        refused = exc if isinstance(exc, ScratchpadUpdateError) else None
+        self._emit_rejected(source, call_id, reason, message, errors, refused)
         if isinstance(exc, StorageCorruptError) and not isinstance(exc, ScratchpadUpdateError):
             # A refusal too, so that every host tells the model (not to retry).
             return ScratchpadCorruptStateError(message)
@@ -210,7 +207,7 @@ class ScopeWriter:
 
     def reject(self, source: WriteSource, call_id: str | None, exc: ScratchpadUpdateError) -> None:
         """Report a change refused before it reached :meth:`write` (``UpdateRejected``)."""
-        self._emit_rejected(source, call_id, exc.reason, exc.message, exc.errors)
+        self._emit_rejected(source, call_id, exc.reason, exc.message, exc.errors, exc)
 
     def _emit_rejected(
         self,
@@ -219,6 +216,7 @@ class ScopeWriter:
         reason: str,
         message: str,
         errors: Sequence[dict[str, Any]],
+        refused: ScratchpadUpdateError | None = None,
     ) -> None:
         self.ctx.events.emit(
             UpdateRejected(
@@ -231,6 +229,9 @@ class ScopeWriter:
                 message=message,
                 errors=tuple(errors),
                 call_id=call_id,
+                refused=refused.refused if refused is not None else None,
+                limit=refused.limit if refused is not None else None,
+                size=refused.size if refused is not None else None,
             )
         )
 
@@ -251,7 +252,6 @@ class _Attempt:
         "pipeline",
         "produced",
         "source",
-        "tool",
         "update_floats",
     )
 
@@ -264,7 +264,6 @@ class _Attempt:
         expected: int | None,
         checked_revision: int | None,
         floats: tuple[Any, bool] | None,
-        tool: str,
     ) -> None:
         self.pipeline = pipeline
         self.change = change
@@ -273,7 +272,6 @@ class _Attempt:
         self.expected = expected
         self.checked_revision = checked_revision
         self.floats = floats
-        self.tool = tool
         self.update_floats = isinstance(change, Rewrite) or contains_float(change)
         self.keep = pipeline.config.history_limit
         self.produced: Transition | None = None  # the last run's
@@ -286,9 +284,7 @@ class _Attempt:
         # Storage that hands back decoded copies (PostgreSQL, SQLite after another
         # process wrote) hands back the revision known to pass when no one wrote since.
         checked = self.checked_revision is not None and stored.revision == self.checked_revision
-        result = self.pipeline.transition(
-            value, change, checked=checked, cleaned=True, tool=self.tool
-        )
+        result = self.pipeline.transition(value, change, checked=checked, cleaned=True)
         # From the state object the caller knows (no one else wrote since), whether the
         # result holds floats follows without looking at the whole state.
         same = floats is not None and value is floats[0] and not self.update_floats
@@ -324,19 +320,19 @@ def conflict(expected: int, actual: int) -> ScratchpadConflictError:
 
 
 def _refusal(
-    exc: BaseException, timeout: float | None, tool: str
+    exc: BaseException, timeout: float | None
 ) -> tuple[str, str, Sequence[dict[str, Any]]] | None:
     """The one mapping of a failed write to (reason, message, errors); ``None`` for a
     cancellation or anything else that is not a failure of the write. ``timeout``: the
-    write deadline, which :class:`~.._deadline.Expired` says passed; ``tool``: the update
-    tool as the model sees it."""
+    write deadline, which :class:`~.._deadline.Expired` says passed. The messages say what
+    happened, to no reader in particular (the model's text is rendered by its host)."""
     if isinstance(exc, ScratchpadUpdateError):
         return exc.reason, exc.message, exc.errors
     if isinstance(exc, StorageCorruptError):  # permanent: before the retryable failures
         return (
             "corrupt",
             "The scratchpad's stored state is damaged and cannot be read, so the update "
-            f"was not saved, and a retry would not be either. {fix_hint('corrupt', tool)}",
+            "was not saved, and a retry would not be either.",
             [],
         )
     if isinstance(exc, _deadline.Expired):

@@ -14,7 +14,7 @@ from typing import Any
 from ..context import ExecutionContext
 from ..errors import MaxStepsExceededError
 from ..items import FunctionCall, Item, LLMResponse, Message
-from ..layer import ContextLayer, LayerHandle, RenamableHandle
+from ..layer import ContextLayer, LayerHandle
 from ..storage import ScopedStorage
 from .model import ModelRequest, ToolSpec, ToolsRenamed, as_response
 from .toolcalls import LayerTool, ToolCalls
@@ -149,7 +149,7 @@ class Execution:
         )
         query = _last_user_text(conversation)
         specs, tools = self.toolset(self.agent)
-        sent_names = self._name_tools(specs)
+        sent_names = self._sent_names(specs)
         calls: list[FunctionCall] = []
         for step in range(1, self.limit + 1):
             response = await self._ask(step, specs, states, query, conversation)
@@ -188,19 +188,13 @@ class Execution:
         )
         return as_response(await self.agent.model(request))
 
-    def _name_tools(self, specs: Sequence[ToolSpec]) -> Mapping[str, str]:
-        """Tell the layers' handles the names a provider adapter sends their tools under,
-        so that what they tell the model names the tool it sees; returns those names (our
-        name -> the model's; empty when the model takes ours)."""
+    def _sent_names(self, specs: Sequence[ToolSpec]) -> Mapping[str, str]:
+        """The names a provider adapter sends the tools under (our name -> the model's;
+        empty when the model takes ours): what the model reads names the tool it sees."""
         model = self.agent.model
         if not isinstance(model, ToolsRenamed):
             return {}
-        sent = model.sent_tool_names([spec.name for spec in specs])
-        for layer in self.stack.layers:
-            handle = bound_handle(self.ctx, layer)
-            if isinstance(handle, RenamableHandle):
-                handle.name_tools(sent)
-        return sent
+        return model.sent_tool_names([spec.name for spec in specs])
 
     def _claim(self, calls: Sequence[FunctionCall]) -> None:
         """Claim this response's calls of the layers' tools before the store hooks see

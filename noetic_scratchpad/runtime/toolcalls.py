@@ -12,7 +12,7 @@ from .. import _json
 from ..context import ExecutionContext
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..items import FunctionCall, FunctionCallOutput
-from ..layer import ContextLayer, LayerFunction, storage_failure_text
+from ..layer import ContextLayer, LayerFunction, refusal_text, storage_failure_text
 from .model import ToolSpec
 from .tools import Agent, Tool, format_output
 
@@ -117,7 +117,7 @@ class ToolCalls:
         try:
             return await self._dispatch(call)
         except ScratchpadUpdateError as exc:
-            return _error(call, exc.message)  # already says how to fix the call
+            return _error(call, refusal_text(exc, self._sent_names.get(call.name, call.name)))
         except StorageError as exc:
             return _could_not_save(call, exc, self._sent_names.get(call.name, call.name))
         except Exception as exc:

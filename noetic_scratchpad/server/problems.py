@@ -3,8 +3,8 @@
 Every error the app answers with is a :class:`Problem`: a status, a ``type`` URI naming the
 kind of problem (``urn:noetic-scratchpad:problem:...``, or ``about:blank`` for plain HTTP
 errors such as an unknown path), a short ``title`` and a ``detail`` written for the
-developer calling the API. The texts meant for the model (what to fix in a tool call) are
-not used here.
+developer calling the API, from the data a refusal carries (``reason``, ``errors``,
+``limit``); the model's texts (``layer.refusal_text``) are not used here.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from ..errors import (
     StorageError,
     StorageOutcomeUnknownError,
 )
-from ..layer.arguments import fix_hint
 
 __all__ = (
     "MEDIA_TYPE",
@@ -133,12 +132,9 @@ async def handle_unexpected(request: Request, exc: Exception) -> Response:
 # -- the write path's errors --------------------------------------------------------------
 
 
-def update_problem(exc: ScratchpadUpdateError, tool: str) -> Problem:
-    """A refused update as a problem. The hint the model would be told (how to fix its call
-    of ``tool``) is stripped from the refusal's message, so the detail reads for a
-    developer."""
-    hint = _hint(exc.reason, tool)
-    what = exc.message.removesuffix(hint).strip() if hint else exc.message
+def update_problem(exc: ScratchpadUpdateError) -> Problem:
+    """A refused update as a problem for the developer calling the API, from the data the
+    refusal carries."""
     if isinstance(exc, ScratchpadReadOnlyError):
         return Problem(
             409,
@@ -165,15 +161,18 @@ def update_problem(exc: ScratchpadUpdateError, tool: str) -> Problem:
         return Problem(
             422,
             "The state would be too large",
-            f"{what} Nothing was written: send a smaller update, or raise the layer's "
-            "max_state_bytes.",
+            f"The update would make the state {exc.size or 0:,} bytes, over the layer's "
+            f"max_state_bytes of {exc.limit or 0:,}. Nothing was written: send a smaller "
+            "update, or raise the layer's max_state_bytes.",
             kind="too-large",
             reason=exc.reason,
+            limit=exc.limit,
+            size=exc.size,
         )
     return Problem(
         422,
         "The update cannot be stored",
-        f"{what} Nothing was written.",
+        f"{exc.message} Nothing was written.",
         kind="invalid-update",
         reason=exc.reason,
     )
@@ -227,14 +226,6 @@ def storage_problem(exc: Exception) -> Problem:
         kind="storage-unavailable",
         headers={"Retry-After": "1"},
     )
-
-
-def _hint(reason: str, tool: str) -> str:
-    """The model's hint for ``reason``, to strip from a refusal's message."""
-    try:
-        return fix_hint(reason, tool)
-    except KeyError:
-        return ""
 
 
 def _loc(error: Mapping[str, Any]) -> str:

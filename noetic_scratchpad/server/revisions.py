@@ -186,7 +186,7 @@ class Revisions:
                 self.check(target, condition, await self.stored(target))
             raise _contended("revert") from None
         except ScratchpadUpdateError as exc:
-            raise update_problem(exc, handle.tool_name) from None
+            raise update_problem(exc) from None
         return scope_response(target, handle.snapshot, handle.revision)
 
 

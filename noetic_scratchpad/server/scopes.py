@@ -170,7 +170,7 @@ class ScopeRoutes:
                 with storage_errors():
                     await handle.update(values)
         except ScratchpadUpdateError as exc:
-            raise update_problem(exc, handle.tool_name) from None
+            raise update_problem(exc) from None
         return scope_response(target, handle.snapshot, handle.revision)
 
     async def revert(self, request: Request, target: Target) -> Response:

@@ -17,6 +17,7 @@ import pytest
 
 from noetic_scratchpad import ScratchpadLayer, ScratchpadUpdateError, UpdateRejected, scratchpad
 from noetic_scratchpad.items import FunctionCall
+from noetic_scratchpad.layer import refusal_text
 from noetic_scratchpad.merge import MAX_DEPTH
 from noetic_scratchpad.testing import capture_events
 
@@ -71,7 +72,7 @@ TEXT_CASES: list[tuple[str, str, str, str]] = [
     ("overflow-to-inf", '{"goal": 1e400}', "malformed", "inf is not a JSON number at $.goal"),
     ("past-cap", nested_text(MAX_DEPTH), "malformed", f"deeper than {MAX_DEPTH} levels"),
     ("ten-thousand-deep", nested_text(10_000), "malformed", "nested far too deeply"),
-    ("oversized", json.dumps({"log": "x" * LIMIT}), "too_large", "Condense the scratchpad"),
+    ("oversized", json.dumps({"log": "x" * LIMIT}), "too_large", "over its limit of 2,000"),
 ]
 
 # (case id, a Python value handed to update(), reason, words the message must contain)
@@ -92,7 +93,7 @@ VALUE_CASES: list[tuple[str, Any, str, str]] = [
     ("cyclic-list", cyclic_list(), "malformed", "contains itself (a cycle) at $.a[1]"),
     ("past-cap", nested_value(MAX_DEPTH), "malformed", f"deeper than {MAX_DEPTH} levels"),
     ("ten-thousand-deep", nested_value(10_000), "malformed", f"deeper than {MAX_DEPTH}"),
-    ("oversized", {"log": "x" * LIMIT}, "too_large", "Condense the scratchpad"),
+    ("oversized", {"log": "x" * LIMIT}, "too_large", "over its limit of 2,000"),
 ]
 
 
@@ -131,7 +132,9 @@ async def test_store_hook_drops_bad_arguments(
     assert isinstance(rejected, UpdateRejected)
     assert (rejected.hook, rejected.reason, rejected.call_id) == ("store", reason, "bad")
     assert words in rejected.message
-    assert "scratchpad/update" in rejected.message or "Condense" in rejected.message
+    # Said to no reader in particular: what to do is the model's text, rendered by its host.
+    assert "scratchpad/update" not in rejected.message
+    assert "Condense" not in rejected.message
 
 
 @each_bad_text
@@ -152,6 +155,8 @@ async def test_tool_path_raises_a_readable_error(
 
     assert info.value.reason == reason
     assert words in info.value.message
+    model_text = refusal_text(info.value, "scratchpad/update")
+    assert "scratchpad/update" in model_text or "Condense the scratchpad" in model_text
     assert await scope.stored_bytes() == before
     assert [(e.hook, e.reason, e.message) for e in events.of(UpdateRejected)] == [
         ("tool", reason, info.value.message)
@@ -195,7 +200,8 @@ async def test_too_large_message_gives_the_sizes_and_asks_to_condense(bind: Bind
     with pytest.raises(ScratchpadUpdateError) as info:
         await scope.handle.update(update)
 
-    assert info.value.message == (
+    assert (info.value.limit, info.value.size) == (LIMIT, size)
+    assert refusal_text(info.value, "scratchpad/update") == (
         f"The scratchpad would grow to {size:,} bytes, over its limit of {LIMIT:,}. "
         "Condense the scratchpad: replace long lists or notes with a short summary "
         "(writing a key replaces its value) and try again."

@@ -17,6 +17,7 @@ from noetic_scratchpad import (
 )
 from noetic_scratchpad.items import FunctionCall, LLMResponse
 from noetic_scratchpad.keys import state_key
+from noetic_scratchpad.layer import refusal_text
 from noetic_scratchpad.storage import MemoryStorage
 from noetic_scratchpad.testing import capture_events
 
@@ -100,7 +101,8 @@ async def test_a_failing_operation_applies_none_and_names_itself() -> None:
         )
     assert "Operation 2 of 2" in e.value.message
     assert '["steps"]' in e.value.message
-    assert "scratchpad/edit" in e.value.message
+    assert "scratchpad/edit" not in e.value.message  # the host's to say, by its name
+    assert "call notes_edit again" in refusal_text(e.value, "notes_edit")
     assert [event.reason for event in events.of(UpdateRejected)] == [e.value.reason]
     assert await backend.get(KEY) == before
     assert handle.revision == 1
@@ -131,7 +133,8 @@ async def test_deleting_a_required_field_is_refused_by_the_schema() -> None:
     await handle.update({"goal": "ship", "notes": "n", "steps": []})
     with pytest.raises(ScratchpadValidationError, match="goal") as raised:
         await handle.call("edit", call(op("delete", ["goal"])))
-    assert "call scratchpad/edit again" in raised.value.message
+    assert raised.value.refused == "edit"
+    assert "call scratchpad/edit again" in refusal_text(raised.value, "scratchpad/edit")
     await handle.call("edit", call(op("delete", ["notes"])))  # optional: fine
     assert await backend.get(KEY) == {"goal": "ship", "steps": []}
     with pytest.raises(ScratchpadValidationError):

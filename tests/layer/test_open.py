@@ -18,6 +18,7 @@ from noetic_scratchpad import (
     scratchpad,
 )
 from noetic_scratchpad.keys import state_key
+from noetic_scratchpad.layer import refusal_text
 from noetic_scratchpad.storage import MemoryStorage
 from noetic_scratchpad.testing import capture_events
 
@@ -105,33 +106,31 @@ async def test_block_within_a_budget_is_cut_and_reported() -> None:
 async def test_refusals_name_the_tool_as_the_model_sees_it(
     args: str, error: type[ScratchpadUpdateError]
 ) -> None:
-    handle = await scratchpad(schema=Notes).open(
-        MemoryStorage(), thread_id="t1", tool_name="update_notes"
-    )
+    """The layer names no tool; the model's text names it as the host presents it."""
+    handle = await scratchpad(schema=Notes).open(MemoryStorage(), thread_id="t1")
     with capture_events(handle.ctx.events) as events, pytest.raises(error) as raised:
         await handle.call("update", args)
-    assert "update_notes" in raised.value.message
-    assert "scratchpad/update" not in raised.value.message
+    text = refusal_text(raised.value, "update_notes")
+    assert "update_notes" in text
+    assert "scratchpad/update" not in text
     rejected = [event for event in events if isinstance(event, UpdateRejected)]
-    assert "update_notes" in rejected[0].message
+    assert rejected[0].message == raised.value.message
+    assert "scratchpad/update" not in rejected[0].message
 
 
 async def test_too_large_and_read_only_refusals_name_the_renamed_tool_or_none() -> None:
-    handle = await scratchpad(max_state_bytes=64).open(
-        MemoryStorage(), thread_id="t1", tool_name="notes_tool"
-    )
+    handle = await scratchpad(max_state_bytes=64).open(MemoryStorage(), thread_id="t1")
     with pytest.raises(ScratchpadUpdateError) as raised:
         await handle.update({"goal": "x" * 100})
-    assert "scratchpad/update" not in raised.value.message
+    assert "scratchpad/update" not in refusal_text(raised.value, "notes_tool")
     assert raised.value.reason == "too_large"
 
 
-async def test_default_tool_name_is_the_layer_tool() -> None:
+async def test_the_model_text_of_a_refusal_names_the_tool_it_is_given() -> None:
     handle = await scratchpad().open(MemoryStorage(), thread_id="t1")
-    assert handle.tool_name == "scratchpad/update"
     with pytest.raises(ScratchpadUpdateError) as raised:
         await handle.call("update", "[1]")
-    assert "scratchpad/update" in raised.value.message
+    assert "scratchpad/update" in refusal_text(raised.value, "scratchpad/update")
 
 
 async def test_events_name_the_kind_of_scope() -> None:

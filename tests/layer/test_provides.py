@@ -20,6 +20,7 @@ from noetic_scratchpad import (
     UpdateRejected,
     scratchpad,
 )
+from noetic_scratchpad.layer import refusal_text
 from noetic_scratchpad.testing import capture_events
 
 from .conftest import Bind
@@ -184,7 +185,7 @@ async def test_tool_call_rejection_message_tells_the_model_how_to_fix_it(bind: B
     with pytest.raises(ScratchpadUpdateError) as info:
         await scope.handle.call("update", '{"currentGoal": 3}', call_id="c1")
 
-    assert info.value.message == (
+    assert refusal_text(info.value, "scratchpad/update") == (
         "The update does not fit the scratchpad's schema: currentGoal: Input should be a "
         "valid string. Fix these fields and call scratchpad/update again with only the "
         "fields to change."

@@ -22,6 +22,7 @@ from ...layer import (
     HostTool,
     ScratchpadHandle,
     ScratchpadLayer,
+    refusal_text,
     scratchpad,
     storage_failure_text,
     unreadable_text,
@@ -153,9 +154,12 @@ class ScratchpadMCP:
             else:
                 names = ", ".join(tool.name for tool in self.tools())
                 raise ToolArgumentError(f"There is no tool {name!r} here; the tools are {names}.")
-        except (ToolArgumentError, ScratchpadUpdateError) as exc:
+        except ToolArgumentError as exc:
             logger.debug("%s refused: %s", name, exc)
             return tool_result(str(exc), error=True)
+        except ScratchpadUpdateError as exc:
+            logger.debug("%s refused: %s", name, exc)
+            return tool_result(refusal_text(exc, name), error=True)
         except StorageError as exc:
             logger.warning("%s failed on storage: %s", name, exc)
             text = unreadable_text(name) if name == READ_TOOL else storage_failure_text(exc, name)
@@ -210,15 +214,12 @@ class ScratchpadMCP:
     async def open(self, scope_id: str) -> ScratchpadHandle:
         """A handle on the scope ``scope_id``, its state freshly read."""
         resource_id = scope_id if self.kind == "resource" else None
-        handle = await self.layer.open(
+        return await self.layer.open(
             self.storage,
             thread_id=scope_id,
             resource_id=resource_id,
             events=self.events,
-            tool_name=UPDATE_TOOL,
         )
-        handle.name_tools({f"{self.layer.id}/edit": EDIT_TOOL})
-        return handle
 
     # -- resources -----------------------------------------------------------------------
 

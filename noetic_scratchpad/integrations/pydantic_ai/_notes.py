@@ -15,7 +15,13 @@ from pydantic_ai.messages import ModelResponse, ToolCallPart
 from ...adapters.names import check_tool_names
 from ...errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ...events import EventBus
-from ...layer import ScratchpadHandle, ScratchpadLayer, scratchpad, storage_failure_text
+from ...layer import (
+    ScratchpadHandle,
+    ScratchpadLayer,
+    refusal_text,
+    scratchpad,
+    storage_failure_text,
+)
 from ...storage import OwnedStorage, StorageBackend
 
 try:  # ToolFailed: a failure the model reads without retrying (newer pydantic-ai only)
@@ -152,15 +158,12 @@ class Notes:
 
     async def open(self, *, thread_id: str, resource_id: str | None = None) -> ScratchpadHandle:
         """A handle on one scope's scratchpad, to read or write it outside a run."""
-        handle = await self.layer.open(
+        return await self.layer.open(
             await self.storage.backend(),  # opened on first use, shared by every run
             thread_id=thread_id,
             resource_id=resource_id,
             events=self.events,
-            tool_name=self.tool_name,
         )
-        handle.name_tools({f"{self.layer.id}/edit": self.edit_tool_name})
-        return handle
 
     async def aclose(self) -> None:
         """Close the backend if it was opened from a URL here (a backend passed in is the
@@ -211,11 +214,10 @@ class RunNotes:
         # tool calls concurrently, and later calls must merge over earlier ones.
         async with self._lock:
             names = called_names(ctx, self.notes.names, function)
-            handle.name_tools({f"{self.notes.layer.id}/{f}": name for f, name in names.items()})
             try:
                 return await handle.call(function, args, call_id=ctx.tool_call_id)
             except ScratchpadUpdateError as exc:
-                return refuse(exc.message, ctx)  # the message says how to fix the call
+                return refuse(refusal_text(exc, names[function]), ctx)
             except StorageError as exc:
                 logger.warning(
                     "scratchpad %s could not be saved tool=%s call_id=%s error=%r",
