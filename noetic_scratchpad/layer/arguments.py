@@ -40,6 +40,11 @@ def parse_arguments(arguments: str | Mapping[str, Any]) -> dict[str, Any]:
 
 def applied_text(update: Mapping[str, Any]) -> str:
     """The tool output for an applied update: which keys it wrote."""
+    if not update:
+        return (
+            "Nothing was written: the update held no key, so the scratchpad is unchanged. "
+            "Send the keys to change and their new values."
+        )
     return f"Scratchpad updated ({key_list(update)})."
 
 

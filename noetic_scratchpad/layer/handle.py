@@ -165,11 +165,12 @@ class ScratchpadHandle:
         ``prepare(args, tool)`` makes the change (default: ``args`` is an update to merge).
         Returns the change as applied (an update parsed, checked, forbidden keys
         stripped), and whether it wrote: a repeat of the applied call ``call_id`` is a
-        retry, which writes nothing (see :mod:`.calls`). ``state`` holds the result, and
+        retry (see :mod:`.calls`), and an update with no key writes nothing either.
+        ``state`` holds the result, and
         shares the update's values: treat both as read-only. ``writer``: another writer of
         this scope (a revert's).
         """
-        applied, state, written, revision, retried = await (writer or self._writer).write(
+        applied, state, written, revision, unwritten = await (writer or self._writer).write(
             args,
             source=source,
             call_id=call_id,
@@ -179,7 +180,7 @@ class ScratchpadHandle:
             expected_revision=expected_revision,
             prepare=prepare,
         )
-        if retried:
+        if unwritten:
             return applied, False
         self.state = state
         if revision is not None:

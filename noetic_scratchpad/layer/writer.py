@@ -90,8 +90,9 @@ class ScopeWriter:
         """Apply one change. Returns it as applied (an update as merged, a rewrite's
         ``applied``), the new state, what the transition learned about that state
         (``None`` when storage handed back another object), the new revision (``None``
-        without storage) and whether it was a retry: a repeat of the applied call
-        ``call_id`` (see :mod:`.calls`), which wrote nothing (``current`` is returned).
+        without storage) and whether it wrote nothing (``current`` is returned then): a
+        retry, the repeat of the applied call ``call_id`` (see :mod:`.calls`), or an
+        update with no key, which would only make a revision equal to the last.
 
         ``prepare(args)`` turns ``args`` into the change (default: an update to
         merge). ``expected_revision``: refuse with ``ScratchpadConflictError`` unless the
@@ -106,6 +107,8 @@ class ScopeWriter:
         claim: CallClaim | None = None
         try:
             change = (prepare or self.pipeline.prepare)(args)
+            if not change and not isinstance(change, Rewrite):
+                return change, current, None, None, True
             if call_id is not None:
                 claim = await self._calls.claim(self._scope_id, call_id, change_digest(change))
                 if claim.retry:

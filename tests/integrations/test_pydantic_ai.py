@@ -585,7 +585,9 @@ async def test_the_three_lines_in_the_docs_run(
     notes, result = await namespace["main"]()
     await notes.aclose()
 
-    assert "Scratchpad updated" in result.output
+    # TestModel calls the tool with no argument (every field is optional): the tool's
+    # answer to an empty update comes back, and nothing is written.
+    assert "Nothing was written" in result.output
     assert (tmp_path / "notes.db").exists()
     assert result.all_messages()[0].conversation_id == "ticket-42"
 
