@@ -43,8 +43,9 @@ def base_schemas(kinds: list[Scope]) -> dict[str, Any]:
                 "layer": {"type": "string"},
                 "revision": {
                     "type": "integer",
-                    "minimum": 1,
-                    "description": "How many writes made the state; the ETag names it",
+                    "minimum": 0,
+                    "description": "How many writes made the state; the ETag names it (0: "
+                    "nothing stored, as after a PATCH with no key on a scope never written)",
                 },
                 "state": {"description": "The stored state: text, or a JSON object"},
             },

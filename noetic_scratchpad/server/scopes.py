@@ -163,6 +163,7 @@ class ScopeRoutes:
         values = await read_json_object(request, self.ctx.limits.max_body_bytes)
         condition = Precondition.of(request)
         handle = self.ctx.handle(target.kind, target.id)
+        revision = handle.revision
         try:
             if condition is not None:
                 await self.revisions.update(target, handle, values, condition)
@@ -171,6 +172,9 @@ class ScopeRoutes:
                     await handle.update(values)
         except ScratchpadUpdateError as exc:
             raise update_problem(exc) from None
+        if handle.revision == revision:  # a body with no key wrote nothing: show what is stored
+            with storage_errors():
+                await handle.refresh()
         return scope_response(target, handle.snapshot, handle.revision)
 
     async def revert(self, request: Request, target: Target) -> Response:

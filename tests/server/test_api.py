@@ -72,6 +72,23 @@ async def test_update_read_list_and_reset_a_scope() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_patch_with_no_key_writes_nothing() -> None:
+    """``{}`` makes no revision and no history entry; it answers the state as it is."""
+    pad = create_app("memory://", layers=[scratchpad(schema=TaskNotes)])
+    async with api_client(pad) as client:
+        nothing = await client.patch("/api/scopes/thread/t1", json={})
+        assert (nothing.status_code, nothing.json()["revision"]) == (200, 0)
+        assert (await client.get("/api/scopes/thread/t1")).status_code == 404
+
+        await client.patch("/api/scopes/thread/t1", json={"currentGoal": "Ship v2"})
+        again = await client.patch("/api/scopes/thread/t1", json={})
+        assert again.json()["revision"] == 1
+        assert again.json()["state"] == {"currentGoal": "Ship v2"}
+        history = (await client.get("/api/scopes/thread/t1/history")).json()
+        assert [entry["revision"] for entry in history["entries"]] == [1]
+
+
+@pytest.mark.asyncio
 async def test_writes_take_the_tool_path_and_report_api_on_the_apps_bus() -> None:
     """Every write is one event on the app-wide bus, source or hook ``"api"``."""
     pad = create_app("memory://", layers=[scratchpad(schema=TaskNotes)])
