@@ -19,6 +19,7 @@ from noetic_scratchpad.testing import FaultyStorage
 POSTGRES_URL = os.environ.get(
     "NOETIC_SCRATCHPAD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
+REDIS_URL = os.environ.get("NOETIC_SCRATCHPAD_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -49,31 +50,63 @@ def _no_storage_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOETIC_SCRATCHPAD_STORAGE", raising=False)
 
 
+def _server_available(name: str, url: str, default_port: int) -> str | None:
+    """``None`` when the test server at ``url`` answers, else why not (a skip reason)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection(
+            (parts.hostname or "127.0.0.1", parts.port or default_port), 2
+        ):
+            return None
+    except OSError as exc:
+        return f"no {name} server at {url} ({exc})"
+
+
 def postgres_available() -> str | None:
     """``None`` when the test server answers, else why not (a skip reason)."""
     try:
         import asyncpg  # noqa: F401
     except ImportError:
         return "asyncpg is not installed (pip install 'noetic-scratchpad[postgres]')"
-    import socket
-    from urllib.parse import urlsplit
+    return _server_available("PostgreSQL", POSTGRES_URL, 5432)
 
-    parts = urlsplit(POSTGRES_URL)
+
+def redis_available() -> str | None:
+    """``None`` when the test Redis server answers, else why not (a skip reason)."""
     try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5432), 2):
-            return None
-    except OSError as exc:
-        return f"no PostgreSQL server at {POSTGRES_URL} ({exc})"
+        import redis  # noqa: F401
+    except ImportError:
+        return "redis-py is not installed (pip install 'noetic-scratchpad[redis]')"
+    return _server_available("Redis", REDIS_URL, 6379)
+
+
+def _require(name: str, reason: str | None) -> None:
+    """Skip without a server on a developer's machine; fail in CI, where one must run."""
+    if reason is None:
+        return
+    if IN_CI:
+        pytest.fail(f"{name} is required in CI: {reason}")
+    pytest.skip(reason)
 
 
 def require_postgres() -> None:
     """Skip without a server on a developer's machine; fail in CI, where one must run."""
-    reason = postgres_available()
-    if reason is None:
-        return
-    if IN_CI:
-        pytest.fail(f"PostgreSQL is required in CI: {reason}")
-    pytest.skip(reason)
+    _require("PostgreSQL", postgres_available())
+
+
+def require_redis() -> None:
+    """Skip without a Redis server on a developer's machine; fail in CI."""
+    _require("Redis", redis_available())
+
+
+def redis_test_url() -> str:
+    """The test Redis server's URL with a key prefix of its own, so tests never see each
+    other's keys."""
+    separator = "&" if "?" in REDIS_URL else "?"
+    return f"{REDIS_URL}{separator}prefix=test-{uuid.uuid4().hex[:12]}:"
 
 
 def postgres_test_url() -> str:
@@ -87,11 +120,14 @@ def backend_url(kind: str, tmp_path: Path) -> str:
         return "memory://"
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'scratchpad.db'}"
+    if kind == "redis":
+        require_redis()
+        return redis_test_url()
     require_postgres()
     return postgres_test_url()
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
 def backend_kind(request: pytest.FixtureRequest) -> str:
     kind: str = request.param
     return kind
@@ -99,7 +135,8 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest_asyncio.fixture
 async def storage(backend_kind: str, tmp_path: Path) -> AsyncIterator[StorageBackend]:
-    """Every backend in turn, opened by URL and closed afterwards (PostgreSQL: table dropped).
+    """Every backend in turn, opened by URL and closed afterwards (PostgreSQL: table dropped;
+    Redis: its prefix's keys deleted).
     A kind ``faulty-X`` is backend X behind a healthy ``FaultyStorage``; ``example`` is the
     complete backend of docs/storage.md, which implements the primitives only;
     ``namespaced-X`` is backend X seen through ``with_namespace``."""
@@ -127,3 +164,5 @@ async def storage(backend_kind: str, tmp_path: Path) -> AsyncIterator[StorageBac
             # The test may have closed the backend itself: drop through a fresh one.
             async with await open_storage(url) as cleanup:
                 await cleanup.drop_table()  # type: ignore[attr-defined]
+        if hasattr(inner, "drop_keys"):
+            await inner.drop_keys()

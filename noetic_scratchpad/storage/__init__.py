@@ -1,12 +1,13 @@
 """Storage backends, chosen by URL.
 
-``await open_storage("memory://")``, ``"sqlite:///scratchpad.db"`` or
-``"postgresql://user@host/db"``. Backends are imported only when their URL is opened, so
-a missing driver is an error that names the extra to install, not an import failure.
+``await open_storage("memory://")``, ``"sqlite:///scratchpad.db"``,
+``"postgresql://user@host/db"`` or ``"redis://host:6379/0"``. Backends are imported only
+when their URL is opened, so a missing driver is an error that names the extra to install,
+not an import failure.
 
-The SQLite and PostgreSQL backends run on asyncio only (their drivers, aiosqlite and
-asyncpg, are asyncio libraries); opening one under trio is a :class:`StorageConfigError`
-that says so. The layer and ``memory://`` run under trio too.
+The SQLite, PostgreSQL and Redis backends run on asyncio only (their drivers, aiosqlite,
+asyncpg and redis-py's asyncio client, are asyncio libraries); opening one under trio is a
+:class:`StorageConfigError` that says so. The layer and ``memory://`` run under trio too.
 
 :class:`OwnedStorage` holds a ``storage=`` argument given as a URL or as an opened backend:
 it opens the URL once, on first use, and closes only what it opened.
@@ -81,10 +82,13 @@ _BUILTIN: dict[str, tuple[str, str, str | None]] = {
     "sqlite": ("noetic_scratchpad.storage.sqlite", "SqliteStorage", None),
     "postgresql": ("noetic_scratchpad.storage.postgres", "PostgresStorage", "postgres"),
     "postgres": ("noetic_scratchpad.storage.postgres", "PostgresStorage", "postgres"),
+    "redis": ("noetic_scratchpad.storage.redis", "RedisStorage", "redis"),
+    "rediss": ("noetic_scratchpad.storage.redis", "RedisStorage", "redis"),
 }
 _REGISTERED: dict[str, Opener] = {}
 # Built-in schemes whose driver runs on asyncio only.
-_ASYNCIO_ONLY = frozenset({"sqlite", "postgresql", "postgres"})
+_ASYNCIO_ONLY = frozenset({"sqlite", "postgresql", "postgres", "redis", "rediss"})
+_KINDS = {"sqlite": "SQLite", "redis": "Redis", "rediss": "Redis"}
 
 
 def register_backend(scheme: str, opener: Opener) -> None:
@@ -144,7 +148,7 @@ def _require_asyncio(scheme: str) -> None:
     if library is None or library == "asyncio":
         # No library detected (a coroutine driven by hand): let the backend try.
         return
-    kind = "SQLite" if scheme == "sqlite" else "PostgreSQL"
+    kind = _KINDS.get(scheme, "PostgreSQL")
     raise StorageConfigError(
         f"the {kind} storage backend ({scheme}://) runs on asyncio only, and this code runs "
         f"under {library}. The scratchpad layer and memory:// storage also run under "

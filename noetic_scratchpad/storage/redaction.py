@@ -36,6 +36,9 @@ _POSTGRES_SECRETS = frozenset({"password", "sslpassword"})
 SECRET_PARAMS: dict[str, frozenset[str]] = {
     "postgresql": _POSTGRES_SECRETS,
     "postgres": _POSTGRES_SECRETS,
+    # redis-py reads a password from the query too; its other parameters are not secrets.
+    "redis": frozenset({"password"}),
+    "rediss": frozenset({"password"}),
 }
 
 

@@ -22,7 +22,15 @@ pytestmark = pytest.mark.asyncio
 
 
 @pytest.fixture(
-    params=["memory", "sqlite", "postgres", "faulty-sqlite", "namespaced-sqlite", "example"]
+    params=[
+        "memory",
+        "sqlite",
+        "postgres",
+        "redis",
+        "faulty-sqlite",
+        "namespaced-sqlite",
+        "example",
+    ]
 )
 def backend_kind(request: pytest.FixtureRequest) -> str:
     """The shared backends, two wrappers (a FaultyStorage, a namespace) and the example of

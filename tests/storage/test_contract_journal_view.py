@@ -20,7 +20,15 @@ pytestmark = pytest.mark.asyncio
 
 
 @pytest.fixture(
-    params=["memory", "sqlite", "postgres", "faulty-sqlite", "namespaced-sqlite", "example"]
+    params=[
+        "memory",
+        "sqlite",
+        "postgres",
+        "redis",
+        "faulty-sqlite",
+        "namespaced-sqlite",
+        "example",
+    ]
 )
 def backend_kind(request: pytest.FixtureRequest) -> str:
     kind: str = request.param

@@ -75,11 +75,11 @@ def test_default_without_env() -> None:
 async def test_unknown_scheme() -> None:
     """An unknown scheme names itself, the known schemes and how to register a new one."""
     with pytest.raises(StorageConfigError) as caught:
-        await open_storage("redis://localhost/0")
+        await open_storage("mongodb://localhost/0")
     message = str(caught.value)
-    assert "unknown storage scheme 'redis'" in message
+    assert "unknown storage scheme 'mongodb'" in message
     known = message.split("known schemes: ")[1].split(" (")[0].split(", ")
-    assert {"memory", "postgres", "postgresql", "sqlite"} <= set(known)
+    assert {"memory", "postgres", "postgresql", "redis", "rediss", "sqlite"} <= set(known)
     assert known == sorted(known)
     assert "register_backend" in message
 
@@ -95,7 +95,7 @@ async def test_no_scheme() -> None:
 @pytest.mark.parametrize(
     "url",
     [
-        "redis://admin:hunter2-secret@cache:6379/0",  # an unknown scheme
+        "mongodb://admin:hunter2-secret@cache:6379/0",  # an unknown scheme
         "//admin:hunter2-secret@db/pads",  # no scheme
         "postgresql://admin:hunter2-secret@[::1/pads",  # cannot be parsed
     ],
@@ -115,6 +115,12 @@ async def test_a_refused_url_is_shown_without_its_password(url: str) -> None:
             "asyncpg",
             "noetic_scratchpad.storage.postgres",
             "pip install 'noetic-scratchpad[postgres]'",
+        ),
+        (
+            "redis://localhost:6379/0",
+            "redis",
+            "noetic_scratchpad.storage.redis",
+            "pip install 'noetic-scratchpad[redis]'",
         ),
         (
             "sqlite:///x.db",
