@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_postgres, run_python
+from conftest import require_postgres, require_redis, run_python
 
 from .checker.check import check
 from .checker.log import LogWriter, Record, read_records
@@ -38,7 +38,12 @@ def run_checker(*args: str) -> tuple[dict[str, Any], str]:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("backend", "processes"),
-    [("memory", "1"), ("sqlite", "4"), pytest.param("postgres", "4", marks=pytest.mark.postgres)],
+    [
+        ("memory", "1"),
+        ("sqlite", "4"),
+        pytest.param("postgres", "4", marks=pytest.mark.postgres),
+        pytest.param("redis", "4", marks=pytest.mark.redis),
+    ],
 )
 def test_no_acknowledged_update_is_lost_and_no_scope_is_crossed(
     backend: str, processes: str
@@ -49,6 +54,8 @@ def test_no_acknowledged_update_is_lost_and_no_scope_is_crossed(
     back, no key lands in another scope, and every outcome has its event."""
     if backend == "postgres":
         require_postgres()
+    if backend == "redis":
+        require_redis()
     summary, progress = run_checker("--backend", backend, "--processes", processes, *SHORT_RUN)
     examples = "\n".join(json.dumps(v) for v in summary["violations"][:12])
     assert summary["violations"] == [], (

@@ -1,5 +1,5 @@
 """Revisions and the journal across processes, on the stores processes share (SQLite,
-PostgreSQL): writers racing on one key get consecutive revisions with no gap or duplicate,
+PostgreSQL, Redis): writers racing on one key get consecutive revisions with no gap or duplicate,
 and a writer killed with SIGKILL mid-stream leaves each key's state at the revision of its
 newest journal row.
 
@@ -27,7 +27,7 @@ import pytest_asyncio
 from noetic_scratchpad import open_storage
 from noetic_scratchpad.storage import StorageBackend
 from noetic_scratchpad.storage.base import Commit, Revision
-from tests.conftest import postgres_test_url, require_postgres
+from tests.conftest import postgres_test_url, redis_test_url, require_postgres, require_redis
 
 from .helpers import REPO
 
@@ -39,11 +39,14 @@ KEEP = 20
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
 
-@pytest_asyncio.fixture(params=["sqlite", "postgres"])
+@pytest_asyncio.fixture(params=["sqlite", "postgres", "redis"])
 async def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A store several processes can share, its tables created before any writer starts."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'shared.db'}"
+    elif request.param == "redis":
+        require_redis()
+        url = redis_test_url()
     else:
         require_postgres()
         url = postgres_test_url()
@@ -55,6 +58,9 @@ async def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         if request.param == "postgres":
             async with await open_storage(url) as cleanup:
                 await cleanup.drop_table()  # type: ignore[attr-defined]
+        if request.param == "redis":
+            async with await open_storage(url) as cleanup:
+                await cleanup.drop_keys()  # type: ignore[attr-defined]
 
 
 def start(url: str, name: str, tasks: int, commits: int, keep: int) -> subprocess.Popen[str]:

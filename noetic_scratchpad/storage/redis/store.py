@@ -158,6 +158,12 @@ class RedisStorage(StorageBackend):
         try:
             with translated_errors(settings, "connect", UNCHANGED):
                 await client.ping()
+        except TypeError as exc:  # an option redis-py's connections do not take
+            await client.aclose()
+            raise StorageConfigError(
+                f"bad Redis connection option for {settings.display!r}: "
+                f"{settings.scrub(str(exc))}"
+            ) from exc
         except BaseException:
             await client.aclose()
             raise

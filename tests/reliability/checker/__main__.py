@@ -23,7 +23,9 @@ def parse_args(argv: list[str] | None = None) -> Config:
         description="Randomized, seeded concurrency checker: no acknowledged scratchpad "
         "update is lost, no scope crossed, no reset note comes back.",
     )
-    parser.add_argument("--backend", choices=("memory", "sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--backend", choices=("memory", "sqlite", "postgres", "redis"), default="sqlite"
+    )
     parser.add_argument("--processes", type=int, default=4, help="worker processes (default 4)")
     parser.add_argument("--tasks", type=int, default=20, help="asyncio tasks per worker")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the workers write")

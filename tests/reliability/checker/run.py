@@ -1,6 +1,6 @@
 """The parent: storage, worker processes, resets through the CLI, kills, reads, the check.
 
-For ``sqlite`` and ``postgres`` the parent starts the workers; while they run it resets
+For ``sqlite``, ``postgres`` and ``redis`` the parent starts the workers; while they run it resets
 random scopes with ``noetic-scratchpad reset`` (a process each time), reads every scope
 again and again through harnesses of its own, and SIGKILLs one or two workers at random
 moments (starting replacements); at the end it reads every scope once more and checks the
@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[3]  # the repository: workers run `-m te
 POSTGRES_URL = os.environ.get(
     "NOETIC_SCRATCHPAD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
+REDIS_URL = os.environ.get("NOETIC_SCRATCHPAD_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 WORKER_POOL_SIZE = 3  # connections per backend of a worker (four backends each)
 STARTUP_TIMEOUT = 60.0
 RESETTERS = 2  # CLI resets running side by side (each is a process that starts slowly)
@@ -45,7 +46,7 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    backend: str  # "memory", "sqlite" or "postgres"
+    backend: str  # "memory", "sqlite", "postgres" or "redis"
     processes: int = 4
     tasks: int = 20
     seconds: float = 60.0
@@ -336,8 +337,9 @@ async def _run(
 
 
 def prepare_url(config: Config, directory: Path) -> tuple[str, str, Callable[[], Awaitable[None]]]:
-    """The storage URL, the URL the workers use (a smaller pool on PostgreSQL), and what
-    removes the storage afterwards (a fresh PostgreSQL table is dropped)."""
+    """The storage URL, the URL the workers use (a smaller pool on PostgreSQL and Redis),
+    and what removes the storage afterwards (a fresh PostgreSQL table is dropped, a fresh
+    Redis prefix's keys deleted)."""
 
     async def nothing() -> None:
         return None
@@ -349,8 +351,17 @@ def prepare_url(config: Config, directory: Path) -> tuple[str, str, Callable[[],
     if config.backend == "sqlite":
         url = f"sqlite:///{directory / 'checker.db'}"
         return url, url, nothing
+    if config.backend == "redis":
+        separator = "&" if "?" in REDIS_URL else "?"
+        url = f"{REDIS_URL}{separator}prefix=checker-{uuid.uuid4().hex[:12]}:"
+
+        async def drop_keys() -> None:
+            async with await open_storage(url) as storage:
+                await storage.drop_keys()  # type: ignore[attr-defined]
+
+        return url, f"{url}&pool_size={WORKER_POOL_SIZE}", drop_keys
     if config.backend != "postgres":
-        raise ValueError(f"unknown backend {config.backend!r}: memory, sqlite or postgres")
+        raise ValueError(f"unknown backend {config.backend!r}: memory, sqlite, postgres or redis")
     separator = "&" if "?" in POSTGRES_URL else "?"
     url = f"{POSTGRES_URL}{separator}table=checker_{uuid.uuid4().hex[:12]}"
 
