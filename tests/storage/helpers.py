@@ -10,6 +10,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+#: The kinds the contract suite runs: the shared backends, two wrappers (a FaultyStorage,
+#: a namespace) and the example of docs/storage.md (see the ``storage`` fixture).
+CONTRACT_KINDS = (
+    "memory",
+    "sqlite",
+    "postgres",
+    "redis",
+    "faulty-sqlite",
+    "namespaced-sqlite",
+    "example",
+)
 
 _LOCKER = textwrap.dedent(
     """

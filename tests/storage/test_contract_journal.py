@@ -16,22 +16,13 @@ import pytest
 from noetic_scratchpad.storage import StorageBackend
 from noetic_scratchpad.storage.base import Commit, Revision
 
+from .helpers import CONTRACT_KINDS
 from .test_contract import assert_identical
 
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture(
-    params=[
-        "memory",
-        "sqlite",
-        "postgres",
-        "redis",
-        "faulty-sqlite",
-        "namespaced-sqlite",
-        "example",
-    ]
-)
+@pytest.fixture(params=CONTRACT_KINDS)
 def backend_kind(request: pytest.FixtureRequest) -> str:
     """The shared backends, two wrappers (a FaultyStorage, a namespace) and the example of
     docs/storage.md: each must keep the contract as the others do."""

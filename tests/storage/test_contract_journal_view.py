@@ -16,20 +16,12 @@ import pytest
 from noetic_scratchpad.storage import StorageBackend
 from noetic_scratchpad.storage.base import Commit, JournalRow, JournalView, Revision
 
+from .helpers import CONTRACT_KINDS
+
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture(
-    params=[
-        "memory",
-        "sqlite",
-        "postgres",
-        "redis",
-        "faulty-sqlite",
-        "namespaced-sqlite",
-        "example",
-    ]
-)
+@pytest.fixture(params=CONTRACT_KINDS)
 def backend_kind(request: pytest.FixtureRequest) -> str:
     kind: str = request.param
     return kind

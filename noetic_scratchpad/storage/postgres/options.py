@@ -22,10 +22,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ...errors import StorageConfigError
-from .._options import int_option
+from .._options import int_option, merge_options, split_query
 from ..redaction import REDACTED, SECRET_PARAMS, redact_url, url_secrets
 
 __all__ = (
@@ -127,8 +127,8 @@ def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
             f"{display!r} is not a PostgreSQL URL; use postgresql://user@host:5432/dbname"
         )
     _check_ports(parts.netloc, display)
-    ours, passed = _split_query(parts.query, display)
-    merged = _merge_options(ours, options)
+    ours, passed = split_query(parts.query, _OUR_PARAMS, display)
+    merged = merge_options(ours, options, _OUR_PARAMS, "PostgreSQL")
     table = str(merged.get("table", DEFAULT_TABLE))
     _check_table_name(table)
     min_size, max_size = _pool_sizes(merged)
@@ -155,30 +155,6 @@ def _check_ports(netloc: str, display: str) -> None:
                 f"the port of {display!r} is not a number from 1 to 65535; if the password "
                 "holds '/', '?', '#' or '@', percent-encode them ('/' is %2F)"
             )
-
-
-def _split_query(query: str, display: str) -> tuple[dict[str, str], list[str]]:
-    """This backend's parameters of ``query``, and the other segments as written (asyncpg
-    decodes them itself)."""
-    ours: dict[str, str] = {}
-    passed: list[str] = []
-    for segment in filter(None, query.split("&")):
-        [(name, value)] = parse_qsl(segment, keep_blank_values=True) or [(segment, "")]
-        if name not in _OUR_PARAMS:
-            passed.append(segment)
-        elif name in ours:
-            raise StorageConfigError(f"the storage URL {display!r} gives {name!r} twice")
-        else:
-            ours[name] = value
-    return ours, passed
-
-
-def _merge_options(ours: Mapping[str, str], options: Mapping[str, Any]) -> dict[str, Any]:
-    """The URL's parameters overridden by the keyword ``options`` that are not ``None``."""
-    unknown = sorted(set(options) - set(_OUR_PARAMS))
-    if unknown:
-        raise StorageConfigError(f"unknown PostgreSQL storage option(s): {', '.join(unknown)}")
-    return {**ours, **{k: v for k, v in options.items() if v is not None}}
 
 
 def _pool_sizes(options: Mapping[str, Any]) -> tuple[int, int]:

@@ -15,13 +15,12 @@ parameter (``socket_timeout``, ``health_check_interval``, ``ssl_cert_reqs`` of a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ...errors import StorageConfigError
-from .._options import int_option
+from .._options import int_option, merge_options, split_query
 from ..redaction import REDACTED, SECRET_PARAMS, redact_url, url_secrets
 
 __all__ = ("DEFAULT_POOL_SIZE", "DEFAULT_PREFIX", "RedisSettings", "parse_redis_url")
@@ -70,8 +69,8 @@ def parse_redis_url(url: str, **options: Any) -> RedisSettings:
         raise StorageConfigError(
             f"{display!r} is not a Redis URL; use redis://host:6379/0 (rediss:// for TLS)"
         )
-    ours, passed = _split_query(parts.query, display)
-    merged = _merge_options(ours, options)
+    ours, passed = split_query(parts.query, _OUR_PARAMS, display)
+    merged = merge_options(ours, options, _OUR_PARAMS, "Redis")
     prefix = str(merged.get("prefix", DEFAULT_PREFIX))
     pool_size = int_option("pool_size", merged.get("pool_size", DEFAULT_POOL_SIZE), minimum=1)
     client_url = urlunsplit(parts._replace(query="&".join(passed)))
@@ -82,26 +81,3 @@ def parse_redis_url(url: str, **options: Any) -> RedisSettings:
         redact_url(client_url, _SECRET_PARAMS),
         url_secrets(url, _SECRET_PARAMS),
     )
-
-
-def _split_query(query: str, display: str) -> tuple[dict[str, str], list[str]]:
-    """This backend's parameters of ``query``, and the other segments as written."""
-    ours: dict[str, str] = {}
-    passed: list[str] = []
-    for segment in filter(None, query.split("&")):
-        [(name, value)] = parse_qsl(segment, keep_blank_values=True) or [(segment, "")]
-        if name not in _OUR_PARAMS:
-            passed.append(segment)
-        elif name in ours:
-            raise StorageConfigError(f"the storage URL {display!r} gives {name!r} twice")
-        else:
-            ours[name] = value
-    return ours, passed
-
-
-def _merge_options(ours: Mapping[str, str], options: Mapping[str, Any]) -> dict[str, Any]:
-    """The URL's parameters overridden by the keyword ``options`` that are not ``None``."""
-    unknown = sorted(set(options) - set(_OUR_PARAMS))
-    if unknown:
-        raise StorageConfigError(f"unknown Redis storage option(s): {', '.join(unknown)}")
-    return {**ours, **{k: v for k, v in options.items() if v is not None}}

@@ -161,8 +161,7 @@ class RedisStorage(StorageBackend):
         except TypeError as exc:  # an option redis-py's connections do not take
             await client.aclose()
             raise StorageConfigError(
-                f"bad Redis connection option for {settings.display!r}: "
-                f"{settings.scrub(str(exc))}"
+                f"bad Redis connection option for {settings.display!r}: {settings.scrub(str(exc))}"
             ) from exc
         except BaseException:
             await client.aclose()
