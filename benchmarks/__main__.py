@@ -27,11 +27,19 @@ from . import (
     overhead_memory,
     peer_langgraph,
     postgres,
+    redis_single,
     sqlite_concurrent,
     sqlite_single,
     state_size,
 )
-from ._harness import DEFAULT_POSTGRES_URL, HISTORY_LIMIT_ENV, Comparison, Config, machine
+from ._harness import (
+    DEFAULT_POSTGRES_URL,
+    DEFAULT_REDIS_URL,
+    HISTORY_LIMIT_ENV,
+    Comparison,
+    Config,
+    machine,
+)
 
 MODULES = {
     "overhead_memory": overhead_memory,
@@ -41,11 +49,13 @@ MODULES = {
     "state_size": state_size,
     "memory_growth": memory_growth,
     "postgres": postgres,
+    "redis": redis_single,
     "http_load": http_load,
     "journal": journal,
 }
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 POSTGRES_ENV = "NOETIC_SCRATCHPAD_BENCH_POSTGRES_URL"
+REDIS_ENV = "NOETIC_SCRATCHPAD_BENCH_REDIS_URL"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -66,6 +76,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--postgres-url",
         default=os.environ.get(POSTGRES_ENV, DEFAULT_POSTGRES_URL),
         help=f"server for the PostgreSQL benchmark (${POSTGRES_ENV})",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get(REDIS_ENV, DEFAULT_REDIS_URL),
+        help=f"server for the Redis benchmark (${REDIS_ENV})",
     )
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 when a target is missed as well"
@@ -152,7 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(UTC)
     begin = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="noetic-bench-") as workdir:
-        cfg = Config(quick=args.quick, workdir=Path(workdir), postgres_url=args.postgres_url)
+        cfg = Config(
+            quick=args.quick,
+            workdir=Path(workdir),
+            postgres_url=args.postgres_url,
+            redis_url=args.redis_url,
+        )
         info = machine()
         comparisons, errors = asyncio.run(run_all(names, cfg))
     document: dict[str, Any] = {

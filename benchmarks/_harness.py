@@ -23,6 +23,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: Set by ``--history-limit``; an environment variable, so the child processes see it too.
 HISTORY_LIMIT_ENV = "NOETIC_SCRATCHPAD_BENCH_HISTORY_LIMIT"
 
@@ -34,6 +35,7 @@ class Config:
     quick: bool
     workdir: Path
     postgres_url: str
+    redis_url: str = DEFAULT_REDIS_URL
 
     def reps(self, full: int, quick: int = 3) -> int:
         return quick if self.quick else full

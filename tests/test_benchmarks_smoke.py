@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI, postgres_available, run_python
+from conftest import IN_CI, postgres_available, redis_available, run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = {
@@ -24,6 +24,7 @@ EXPECTED = {
     "postgres_single",
     "postgres_concurrent_one_scope",
     "postgres_concurrent_many_scopes",
+    "redis_single",
     "http_load",
     "journal_sqlite_single",
     "journal_sqlite_concurrent_one_scope",
@@ -48,7 +49,8 @@ def _peer_missing() -> str | None:
 def test_quick_benchmarks_compute_every_comparison(tmp_path: Path) -> None:
     """`python -m benchmarks --quick --json FILE` exits 0 and writes every comparison with
     numbers: a positive median for every variant and a finite ratio. Only the peer (without
-    langgraph-checkpoint-sqlite) and PostgreSQL (without a server, outside CI) may be skipped,
+    langgraph-checkpoint-sqlite) and PostgreSQL and Redis (without a server, outside CI) may be
+    skipped,
     and then with a reason."""
     out = tmp_path / "quick.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -69,6 +71,7 @@ def test_quick_benchmarks_compute_every_comparison(tmp_path: Path) -> None:
     for key in EXPECTED:
         if "postgres" in key:
             allowed_skips[key] = pg_missing
+    allowed_skips["redis_single"] = None if IN_CI else redis_available()
     for key, comparison in sorted(by_key.items()):
         if comparison["skipped"]:
             reason = allowed_skips.get(key)
