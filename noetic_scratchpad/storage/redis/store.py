@@ -22,8 +22,12 @@ that writes the value, the journal rows, their trim and the index entry only if 
 revision read is still the stored one; if not, read again and retry. The commit function
 is Python, so the server can only do this final compare-and-set. A script rather than
 ``WATCH``/``MULTI``: the same optimistic check, but the read and the write need no
-connection held between them (``WATCH`` pins one per write in flight), one round trip
-less, and the server runs the check and the write as one command. A client that dies
+connection held between them (``WATCH`` pins one per write in flight: 2,000 writes in
+flight on redis-py's default pool failed with ``Too many connections``), one round trip
+less, and the server runs the check and the write as one command. Measured raw (5 KB
+value, Redis 7 on loopback, a pool of 50, three reps): a read-modify-write took 206-650 µs
+with the script against 270-578 µs with ``WATCH``/``MULTI``, and 100 concurrent ones on one
+key ran at 212-250 against 116-168 per second. A client that dies
 between its read and its write leaves nothing behind: nothing is written until the
 script runs, and it runs whole or not at all.
 
