@@ -351,23 +351,22 @@ def prepare_url(config: Config, directory: Path) -> tuple[str, str, Callable[[],
     if config.backend == "sqlite":
         url = f"sqlite:///{directory / 'checker.db'}"
         return url, url, nothing
-    if config.backend == "redis":
-        separator = "&" if "?" in REDIS_URL else "?"
-        url = f"{REDIS_URL}{separator}prefix=checker-{uuid.uuid4().hex[:12]}:"
-
-        async def drop_keys() -> None:
-            async with await open_storage(url) as storage:
-                await storage.drop_keys()  # type: ignore[attr-defined]
-
-        return url, f"{url}&pool_size={WORKER_POOL_SIZE}", drop_keys
-    if config.backend != "postgres":
+    # A server store: a table (PostgreSQL) or key prefix (Redis) of its own, removed after.
+    servers = {
+        "postgres": (POSTGRES_URL, "table=checker_"),
+        "redis": (REDIS_URL, "prefix=checker-"),
+    }
+    if config.backend not in servers:
         raise ValueError(f"unknown backend {config.backend!r}: memory, sqlite, postgres or redis")
-    separator = "&" if "?" in POSTGRES_URL else "?"
-    url = f"{POSTGRES_URL}{separator}table=checker_{uuid.uuid4().hex[:12]}"
+    server, option = servers[config.backend]
+    separator = "&" if "?" in server else "?"
+    url = f"{server}{separator}{option}{uuid.uuid4().hex[:12]}"
+    url += ":" if config.backend == "redis" else ""
 
     async def drop() -> None:
         async with await open_storage(url) as storage:
-            await storage.drop_table()  # type: ignore[attr-defined]
+            remove = getattr(storage, "drop_table", None) or storage.drop_keys  # type: ignore[attr-defined]
+            await remove()
 
     return url, f"{url}&pool_size={WORKER_POOL_SIZE}", drop
 
