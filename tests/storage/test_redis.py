@@ -98,6 +98,7 @@ async def test_prefixes_keep_stores_apart_even_with_glob_characters() -> None:
     finally:
         await one.aclose()
         await two.aclose()
+        await one.drop_keys()
         await two.drop_keys()
 
 
