@@ -663,3 +663,31 @@ async def test_unclosed_storage_does_not_hang_the_exit(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     async with await open_storage(url_of(path)) as storage:
         assert await storage.get("k") == "written"
+
+
+@pytest.mark.asyncio
+async def test_a_lock_met_while_preparing_a_new_file_is_retried_within_busy_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Processes opening a new file together race to switch it to WAL and create its
+    tables; SQLite answers some of those lock upgrades with SQLITE_BUSY at once, without
+    waiting (to avoid a deadlock), so the preparation is tried again until busy_timeout."""
+    from noetic_scratchpad.storage.sqlite import connection
+
+    prepare = connection._prepare_writer
+    refusals = iter([True, True])
+
+    def busy_twice(conn: Any, options: Any) -> Any:
+        if next(refusals, False):
+            raise sqlite3.OperationalError("database is locked")
+        return prepare(conn, options)
+
+    monkeypatch.setattr(connection, "_prepare_writer", busy_twice)
+    storage = await open_storage(f"sqlite:///{tmp_path / 'new.db'}?busy_timeout=2000")
+    async with storage:
+        await storage.set("k", 1)
+        assert await storage.get("k") == 1
+
+    refusals = iter([True] * 1000)
+    with pytest.raises(StorageBusyError, match="locked"):
+        await open_storage(f"sqlite:///{tmp_path / 'other.db'}?busy_timeout=200")

@@ -15,12 +15,15 @@ without ever waiting for a write transaction.
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import aiosqlite
+import anyio
 
 from ...errors import StorageBusyError, StorageConfigError, StorageError
 from .file import OpenedFile
@@ -98,7 +101,24 @@ async def open_connections(
     file they opened (see :mod:`.file`).
 
     The writer creates the table when it is missing; a failure closes what was opened.
+    Processes opening a new file together race to switch it to WAL and create its tables,
+    and SQLite answers some of those lock upgrades with SQLITE_BUSY at once, without
+    calling the busy handler (it would deadlock): the preparation is tried again, with a
+    short random pause, until ``busy_timeout`` has passed.
     """
+    deadline = time.monotonic() + options.busy_timeout / 1000
+    while True:
+        try:
+            return await _open_connections(options)
+        except StorageBusyError:
+            if time.monotonic() >= deadline:
+                raise
+            await anyio.sleep(random.uniform(0.005, 0.05))
+
+
+async def _open_connections(
+    options: SqliteOptions,
+) -> tuple[aiosqlite.Connection, aiosqlite.Connection, OpenedFile]:
     opened: list[aiosqlite.Connection] = []
     try:
         writer = await _connect(options)
