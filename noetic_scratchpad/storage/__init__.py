@@ -135,8 +135,7 @@ async def open_storage(url: str | None = None, **options: Any) -> StorageBackend
     except ImportError as exc:
         hint = f"pip install 'noetic-scratchpad[{extra}]'" if extra else "pip install aiosqlite"
         raise StorageConfigError(
-            f"the {scheme} backend needs {exc.name or 'a driver'}, which is not installed; "
-            f"run: {hint}"
+            f"the {scheme} backend needs {_distribution(exc)}, which is not installed; run: {hint}"
         ) from exc
     backend: StorageBackend = await getattr(module, class_name).open(resolved, **options)
     return backend
@@ -156,3 +155,8 @@ def _require_asyncio(scheme: str) -> None:
         '(asyncio.run(main()), or anyio.run(main, backend="asyncio")), or use memory:// '
         "(kept in memory, not persisted) under " + library
     )
+
+
+def _distribution(exc: ImportError) -> str:
+    """The package a failed import lacks: ``redis`` for ``redis.asyncio``."""
+    return exc.name.partition(".")[0] if exc.name else "a driver"
