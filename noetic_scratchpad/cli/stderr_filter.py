@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from ..storage import ENV_VAR
-from ..storage.redaction import REDACTED, secret_params_of, url_secrets
+from ..storage.redaction import hide_secrets, secret_params_of, url_secrets
 
 __all__ = ("SecretFilter", "invocation_secrets")
 
@@ -41,10 +41,7 @@ class SecretFilter(io.TextIOBase):
         self._secrets = tuple(secrets)
 
     def write(self, text: str) -> int:
-        shown = text
-        for secret in self._secrets:  # longest first: a secret inside another goes with it
-            shown = shown.replace(secret, REDACTED)
-        self._stream.write(shown)
+        self._stream.write(hide_secrets(text, self._secrets))  # longest first
         return len(text)
 
     def flush(self) -> None:

@@ -19,10 +19,17 @@ Standard library only: the CLI, :class:`~.owned.OwnedStorage` and the PostgreSQL
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from urllib.parse import unquote, unquote_plus
 
-__all__ = ("REDACTED", "SECRET_PARAMS", "redact_url", "secret_params_of", "url_secrets")
+__all__ = (
+    "REDACTED",
+    "SECRET_PARAMS",
+    "hide_secrets",
+    "redact_url",
+    "secret_params_of",
+    "url_secrets",
+)
 
 REDACTED = "***"
 _SHORTEST_SECRET = 4  # shorter ones are not searched for in error texts: too many false hits
@@ -58,6 +65,15 @@ def redact_url(url: str, secret_params: Collection[str] | None = None) -> str:
     host, path and the other parameters are kept as written.
     """
     return _redact(url, secret_params)[0]
+
+
+def hide_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by ``***``; give them longest first, so
+    that a secret inside another goes with it."""
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
 
 
 def url_secrets(url: str, secret_params: Collection[str] | None = None) -> tuple[str, ...]:

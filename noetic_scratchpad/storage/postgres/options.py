@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ...errors import StorageConfigError
 from .._options import int_option, merge_options, split_query
-from ..redaction import REDACTED, SECRET_PARAMS, redact_url, url_secrets
+from ..redaction import SECRET_PARAMS, hide_secrets, redact_url, url_secrets
 
 __all__ = (
     "DEFAULT_MAX_SIZE",
@@ -106,10 +106,7 @@ class PostgresSettings:
         """``text`` with the URL and every password in it replaced by their redacted form."""
         if self.dsn in text:
             text = text.replace(self.dsn, self.display)
-        for secret in self.secrets:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
-        return text
+        return hide_secrets(text, self.secrets)
 
 
 def parse_postgres_url(url: str, **options: Any) -> PostgresSettings:
