@@ -9,6 +9,7 @@ without an event.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -329,3 +330,65 @@ async def test_a_retry_waiting_for_a_failed_first_call_applies_it() -> None:
     assert [type(result).__name__ for result in results] == ["StorageError", "str"]
     assert [e.reason for e in events.of(UpdateRejected)] == ["storage"]
     assert [e.revision for e in events.of(UpdateApplied)] == [1]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_asyncio_cancellation_of_a_call_or_its_retry_leaves_no_claim_behind() -> None:
+    """Native asyncio cancellation: the first call cut off by ``asyncio.timeout`` while it
+    stalls in storage, a waiting retry cancelled by ``task.cancel()``; a third identical
+    call then applies, once."""
+    faulty = FaultyStorage(MemoryStorage(), stall_on={"commit"}, faults=1)
+    handle = await scratchpad().open(faulty, thread_id="t1")
+    waiting = asyncio.create_task(handle.call("update", '{"a": 1}', call_id="c1"))
+
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.2):
+            await handle.call("update", '{"a": 1}', call_id="c1")
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    faulty.release()
+
+    with capture_events(handle.ctx.events) as events:
+        output = await handle.call("update", '{"a": 1}', call_id="c1")
+        again = await handle.call("update", '{"a": 1}', call_id="c1")
+
+    assert output == again == "Scratchpad updated (a)."
+    assert [e.revision for e in events.of(UpdateApplied)] == [1]
+    assert len(events.of(UpdateRetried)) == 1
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_racing_retries_on_scopes_of_both_kinds_with_another_connection_writing(
+    tmp_path: Path,
+) -> None:
+    """One call id, the same arguments, ten tasks on each of four scopes (two threads, two
+    resources of the same ids) while another connection to the file writes those scopes'
+    neighbours: each scope applies the call once, and the other writer loses nothing."""
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    async with await open_storage(url) as backend, await open_storage(url) as other:
+        layer, resources = scratchpad(), scratchpad(scope="resource")
+        handles = [
+            await layer.open(backend, thread_id="a"),
+            await layer.open(backend, thread_id="b"),
+            await resources.open(backend, thread_id="x", resource_id="a"),
+            await resources.open(backend, thread_id="x", resource_id="b"),
+        ]
+        neighbour = await layer.open(other, thread_id="n")
+
+        async def send(handle: ScratchpadHandle) -> None:
+            await handle.call("update", '{"steps": ["once"]}', call_id="c1")
+
+        async def write_between() -> None:
+            for turn in range(20):
+                await neighbour.update({"turn": turn})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(write_between)
+            for handle in handles:
+                for _ in range(10):
+                    group.start_soon(send, handle)
+
+        for handle in handles:
+            assert (await handle.refresh(), handle.revision) == ({"steps": ["once"]}, 1)
+        assert (await neighbour.refresh(), neighbour.revision) == ({"turn": 19}, 20)
