@@ -6,6 +6,7 @@ schema, persisted per thread or per resource, and never lost under concurrent wr
 """
 
 from .context import ExecutionContext
+from .core import RunScope, ScratchpadCore, ToolResult
 from .errors import (
     MaxStepsExceededError,
     ScratchpadConfigError,
@@ -71,10 +72,12 @@ __all__ = (
     "ModelRequest",
     "RecallResult",
     "RunResult",
+    "RunScope",
     "ScopedStorage",
     "ScratchpadConfig",
     "ScratchpadConfigError",
     "ScratchpadConflictError",
+    "ScratchpadCore",
     "ScratchpadCorruptStateError",
     "ScratchpadError",
     "ScratchpadEvent",
@@ -98,6 +101,7 @@ __all__ = (
     "StorageOutcomeUnknownError",
     "StoreResult",
     "Tool",
+    "ToolResult",
     "ToolSpec",
     "UpdateApplied",
     "UpdateRejected",

@@ -17,12 +17,13 @@ from .base import (
     StoreResult,
 )
 from .config import UPDATE_TOOL, ScratchpadConfig, ScratchpadState
-from .failures import refusal_text, storage_failure_text, unreadable_text
+from .failures import empty_text, refusal_text, storage_failure_text, unreadable_text
 from .handle import ScratchpadHandle
 from .journal import HistoryEntry
 from .scratchpad import HostTool, ScratchpadLayer, scratchpad
 
 __all__ = (
+    "empty_text",
     "UPDATE_TOOL",
     "Budget",
     "ContextLayer",

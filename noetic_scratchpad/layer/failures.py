@@ -4,6 +4,8 @@ the tool as that host presents it: the one place these texts are written.
 - :func:`refusal_text`: a refused update or edit (``ScratchpadUpdateError``): what
   happened (the error's ``message``, which speaks to no reader in particular) and what to
   do about it (a hint by ``reason``), naming the tool.
+- :func:`empty_text`, :func:`unreadable_text`: a read of an empty scratchpad, and one
+  that storage failed.
 - :func:`storage_failure_text`: storage failed under the call; one short, stable sentence
   that says what became of the call (not saved, or not known to be saved) and what to do.
   It never carries the error's own text: a path, a host name or a driver's message is for
@@ -17,7 +19,7 @@ from __future__ import annotations
 from ..edits import EDIT_REASONS
 from ..errors import ScratchpadUpdateError, StorageError, StorageOutcomeUnknownError
 
-__all__ = ("FIX_HINTS", "refusal_text", "storage_failure_text", "unreadable_text")
+__all__ = ("FIX_HINTS", "empty_text", "refusal_text", "storage_failure_text", "unreadable_text")
 
 #: What the model is told to do after each kind of refused update; ``{tool}`` is the name
 #: of the tool it called, as the host presents it. An edit's own reasons are in
@@ -60,4 +62,12 @@ def unreadable_text(tool: str) -> str:
     return (
         "The scratchpad could not be read right now: its storage failed (the operator can "
         f"see why in the logs). Carry on with the task and call {tool} again later."
+    )
+
+
+def empty_text(kind: str, scope_id: str, update_tool: str) -> str:
+    """The model's text for a read of a scratchpad nothing has been written to (``kind``:
+    ``thread`` or ``resource``), naming the tool that writes it, as the host presents it."""
+    return (
+        f"The scratchpad of {kind} {scope_id!r} is empty. Call {update_tool} to write your notes."
     )

@@ -1,0 +1,280 @@
+"""``ScratchpadCore``: the one object every host wraps.
+
+It owns what the harness, the framework integrations, the MCP server, the HTTP app and the
+CLI would otherwise each own: the storage (a URL opened here once and closed here, or a
+backend borrowed from the caller), the event bus, the layers, and the lifecycle of all of
+them. A host asks it for a handle on a scope, for the tools of a layer under the names the
+host presents, and to apply one tool call, whose result carries the text the model reads.
+What is left in a host is its own shape: where it finds the scope, how it offers a tool,
+how it hands a result back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+from ..context import ExecutionContext
+from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
+from ..events import EventBus
+from ..layer import (
+    ContextLayer,
+    HostTool,
+    LayerHandle,
+    ScratchpadHandle,
+    ScratchpadLayer,
+    empty_text,
+    refusal_text,
+    storage_failure_text,
+    unreadable_text,
+)
+from ..render import Tokenizer
+from ..storage import OwnedStorage, ScopedStorage, StorageBackend
+from .scope import ScopeLike, as_scope
+
+__all__ = ("ScratchpadCore", "ToolResult")
+
+logger = logging.getLogger("noetic_scratchpad.core")
+
+#: Which layer a call means: its id, the layer itself, or ``None`` for the first one.
+LayerRef = str | ContextLayer | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The outcome of one tool call: ``text``, what the model reads, and ``error``, the
+    refusal (``ScratchpadUpdateError``) or storage failure (``StorageError``) behind a
+    failed call (``None``: it ran). A host hands ``text`` back in its own shape, as an
+    error where it has one (``ok`` is ``False``)."""
+
+    text: str
+    error: ScratchpadUpdateError | StorageError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class ScratchpadCore:
+    """Storage, bus and layers for the hosts: an async context manager.
+
+    ``layers``: the context layers (default, one ``scratchpad()``; several may share an id
+    only when the host chooses between them itself, as the HTTP app does by kind of scope).
+    ``storage``: a URL (opened on first use, closed by :meth:`aclose`), an opened backend
+    (the caller's: never closed here), or ``None`` (``$NOETIC_SCRATCHPAD_STORAGE``, else
+    ``memory://``). ``events``: the bus every write reports on (default, one of the core's
+    own, closed by :meth:`aclose`; a bus passed in is only drained). ``tokenize``: how the
+    blocks count tokens (default, the estimate).
+    """
+
+    def __init__(
+        self,
+        layers: ContextLayer | Sequence[ContextLayer] | None = None,
+        *,
+        storage: str | StorageBackend | None = None,
+        events: EventBus | None = None,
+        tokenize: Tokenizer | None = None,
+    ) -> None:
+        if layers is None:
+            from ..layer import scratchpad
+
+            layers = (scratchpad(),)
+        elif isinstance(layers, ScratchpadLayer) or not isinstance(layers, Sequence):
+            layers = (layers,)  # a single layer
+        self.layers: tuple[ContextLayer, ...] = tuple(layers)
+        if not self.layers:
+            raise ScratchpadConfigError("layers is empty; give at least one layer, or None")
+        self._owns_events = events is None
+        self._events = events if events is not None else EventBus()
+        self.tokenize = tokenize
+        self._storage = OwnedStorage(storage)
+        self.storage_url = self._storage.url
+        """The storage URL for messages and ``repr``, its secrets hidden."""
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def events(self) -> EventBus:
+        """The bus every scope's writes report on: ``core.events.subscribe(handler)``."""
+        return self._events
+
+    @property
+    def opened(self) -> StorageBackend | None:
+        """The backend if it is open now (a borrowed one always is); never opens it."""
+        return self._storage.opened
+
+    @property
+    def backend(self) -> StorageBackend:
+        """The opened backend; ``RuntimeError`` saying how to open it when it is not."""
+        backend = self._storage.opened
+        if backend is None:
+            raise RuntimeError(
+                f"the scratchpad's storage ({self.storage_url}) is not open yet; use "
+                "`async with` on it or await its open() first"
+            )
+        return backend
+
+    async def open(self) -> StorageBackend:
+        """Open the storage (once; concurrent calls share one open). Every method that needs
+        storage calls it; after :meth:`aclose` it opens again, with a new bus of its own."""
+        if self._owns_events and self._events.closed:
+            self._events = EventBus()  # a restart (an app's lifespan run again)
+        return await self._storage.backend()
+
+    async def aclose(self) -> None:
+        """Close what the core opened: its own bus (its streams end) and storage opened from a
+        URL. A bus or a backend passed in stays the caller's: the bus is drained (async
+        handlers get at most its ``handler_timeout``), the backend left open."""
+        try:
+            if self._owns_events:
+                await self._events.aclose()
+            else:
+                await self._events.drain()
+        finally:
+            await self._storage.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- layers and scopes ----------------------------------------------------------------
+
+    def layer(self, ref: LayerRef = None) -> ContextLayer:
+        """The layer ``ref`` names (its id, the layer itself) or, for ``None``, the first;
+        ``KeyError`` naming the known ids otherwise."""
+        if ref is None:
+            return self.layers[0]
+        if not isinstance(ref, str):
+            return ref
+        for layer in self.layers:
+            if layer.id == ref:
+                return layer
+        known = ", ".join(repr(layer.id) for layer in self.layers)
+        raise KeyError(f"there is no layer {ref!r}; the layers are {known}")
+
+    def scratchpad(self, ref: LayerRef = None) -> ScratchpadLayer:
+        """:meth:`layer`, which must be a scratchpad (``TypeError`` otherwise)."""
+        layer = self.layer(ref)
+        if not isinstance(layer, ScratchpadLayer):
+            raise TypeError(f"the layer {layer.id!r} is not a scratchpad layer")
+        return layer
+
+    def context(self, scope: ScopeLike, *, execution_id: str | None = None) -> ExecutionContext:
+        """An execution context for ``scope``, reporting on the core's bus."""
+        thread_id, resource_id = as_scope(scope)
+        ctx = ExecutionContext(
+            thread_id=thread_id,
+            resource_id=resource_id,
+            events=self._events,
+            tokenize=self.tokenize,
+        )
+        if execution_id is not None:
+            ctx.execution_id = execution_id
+        return ctx
+
+    async def scoped(self, layer: ContextLayer, ctx: ExecutionContext) -> ScopedStorage:
+        """The storage ``layer`` keeps the scope of ``ctx`` in, opening the backend if need be."""
+        return ScopedStorage.for_layer(await self.open(), layer, ctx)
+
+    async def bind(
+        self, layer: ContextLayer, ctx: ExecutionContext, *, read: bool = False
+    ) -> LayerHandle:
+        """A handle of ``layer`` for ``ctx``, attached at ``ctx.context[layer.id]``: its state
+        read first with ``read`` (the layer's ``init``), else bound without a read (a write
+        merges into the stored state whatever the handle saw: one round trip)."""
+        scoped = await self.scoped(layer, ctx)
+        if read:
+            loaded = await layer.hooks.init(storage=scoped, scope_key=scoped.scope_key, ctx=ctx)
+            bound: LayerHandle | None = ctx.context.get(layer.id)
+            return bound if bound is not None else layer.bind(scoped, ctx, loaded.state)
+        initial = layer.initial_state() if isinstance(layer, ScratchpadLayer) else None
+        return layer.bind(scoped, ctx, initial)
+
+    async def handle(
+        self, scope: ScopeLike, *, layer: LayerRef = None, read: bool = True
+    ) -> ScratchpadHandle:
+        """A handle on the scratchpad of ``scope`` (the ``layer``'s, default the first), its
+        state read first unless ``read=False`` (for a write alone: one round trip)."""
+        pad = self.scratchpad(layer)
+        handle = await self.bind(pad, self.context(scope), read=read)
+        assert isinstance(handle, ScratchpadHandle)  # a scratchpad layer binds its own
+        return handle
+
+    # -- what the model sees ---------------------------------------------------------------
+
+    def tools(self, names: Mapping[str, str], *, layer: LayerRef = None) -> list[HostTool]:
+        """The tools of the scratchpad ``layer`` under the names a host presents them with
+        (``names`` maps each function, ``update`` and ``edit``, to its name)."""
+        return self.scratchpad(layer).host_tools(names)
+
+    async def block(
+        self, scope: ScopeLike, *, layer: LayerRef = None, budget: int | None = None
+    ) -> str:
+        """The ``<scratchpad>`` block of ``scope`` as stored now (``""`` while empty), in at
+        most ``budget`` tokens (default, the layer's)."""
+        return (await self.handle(scope, layer=layer)).block(budget)
+
+    async def read(
+        self, scope: ScopeLike, *, tool: str, update_tool: str, layer: LayerRef = None
+    ) -> ToolResult:
+        """A read tool's result (``tool``: its name as the host presents it): the block of
+        ``scope``, or a sentence saying it is empty that names ``update_tool``; a storage
+        failure as text, its details in the log."""
+        pad = self.scratchpad(layer)
+        try:
+            block = await self.block(scope, layer=pad)
+        except StorageError as exc:
+            logger.warning("%s failed on storage: %s", tool, exc)
+            return ToolResult(unreadable_text(tool), exc)
+        kind, scope_id = self.context(scope).scope_of(pad.scope)
+        return ToolResult(block or empty_text(kind, scope_id, update_tool))
+
+    async def call(
+        self,
+        scope: ScopeLike | ScratchpadHandle,
+        function: str,
+        args: str | Mapping[str, Any],
+        *,
+        tool: str,
+        call_id: str | None = None,
+        layer: LayerRef = None,
+    ) -> ToolResult:
+        """Apply the model's call of the scratchpad's ``function`` (``update``, ``edit``) on
+        ``scope`` (or through a handle the host holds); ``tool`` is the name the model
+        called it by, which the texts use. A refusal or a storage failure becomes the text
+        the model reads, never an exception; the storage failure's details go to the log.
+        """
+        try:
+            handle = (
+                scope
+                if isinstance(scope, ScratchpadHandle)
+                else await self.handle(scope, layer=layer, read=False)
+            )
+            return ToolResult(await handle.call(function, args, call_id=call_id))
+        except ScratchpadUpdateError as exc:
+            logger.debug("%s refused (%s): %s", tool, exc.reason, exc)
+            return ToolResult(refusal_text(exc, tool), exc)
+        except StorageError as exc:
+            logger.warning(
+                "scratchpad %s not confirmed by storage tool=%s call_id=%s: %s",
+                function,
+                tool,
+                call_id,
+                exc,
+            )
+            return ToolResult(storage_failure_text(exc, tool), exc)
+
+    def __repr__(self) -> str:
+        layers = ", ".join(layer.id for layer in self.layers)
+        return f"<ScratchpadCore layers=[{layers}] storage={self.storage_url!r}>"
