@@ -92,3 +92,14 @@ def test_quick_benchmarks_compute_every_comparison(tmp_path: Path) -> None:
             assert isinstance(comparison["met"], bool), key
         if "lost" in comparison["extra"]:
             assert all(isinstance(v, int) for v in comparison["extra"]["lost"].values()), key
+
+
+def test_the_hop_count_follows_one_tool_call_from_the_parse_to_its_event() -> None:
+    """``python -m benchmarks.hops`` traces one update from the adapter to UpdateApplied."""
+    result = run_python("-m", "benchmarks.hops", "--verbose", cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[1] == "noetic_scratchpad.adapters.openai"  # the parse comes first
+    assert lines[-3].endswith("noetic_scratchpad.events.bus.emit")  # the event comes last
+    assert lines[-2].endswith(" modules")
+    assert int(lines[-2].split()[0]) == len(lines) - 2

@@ -23,7 +23,6 @@ from .journal import HistoryEntry
 from .scratchpad import HostTool, ScratchpadLayer, scratchpad
 
 __all__ = (
-    "empty_text",
     "UPDATE_TOOL",
     "Budget",
     "ContextLayer",
@@ -44,6 +43,7 @@ __all__ = (
     "Slot",
     "SpawnResult",
     "StoreResult",
+    "empty_text",
     "parse_arguments",
     "refusal_text",
     "scratchpad",
