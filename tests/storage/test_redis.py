@@ -142,3 +142,18 @@ async def test_two_clients_racing_on_one_key_lose_nothing() -> None:
         await first.aclose()
         await second.aclose()
         await second.drop_keys()
+
+
+async def test_a_write_waiting_for_a_pooled_connection_has_no_deadline_of_the_pools_own() -> None:
+    """redis-py's blocking pool fails a call that waited 20 s for a connection, which under
+    a burst of scopes failed writes that were well within their write_timeout: the layer's
+    timeouts bound a call, not the pool. An application's own ``timeout=`` still wins."""
+    require_redis()
+    backend = await RedisStorage.open(redis_test_url())
+    tight = await RedisStorage.open(redis_test_url(), timeout=5)
+    try:
+        assert backend._client.connection_pool.timeout is None
+        assert tight._client.connection_pool.timeout == 5
+    finally:
+        await backend.aclose()
+        await tight.aclose()

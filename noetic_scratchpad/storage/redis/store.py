@@ -150,8 +150,11 @@ class RedisStorage(StorageBackend):
         try:
             # A blocking pool: a call that finds every connection busy waits for one
             # (the plain pool fails it), so a thousand scopes written at once queue.
+            # No wait limit of the pool's own (redis-py's default fails a write after 20 s
+            # in the queue): the layer's write_timeout and read_timeout bound every call.
+            options = {"timeout": None, **client_options}
             pool = redis.asyncio.BlockingConnectionPool.from_url(
-                settings.url, max_connections=settings.pool_size, **client_options
+                settings.url, max_connections=settings.pool_size, **options
             )
             client = redis.asyncio.Redis.from_pool(pool)
         except (ValueError, TypeError) as exc:
