@@ -8,7 +8,7 @@ only judges: what is stored is the merged dict, never pydantic's output.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError, create_model
@@ -74,8 +74,12 @@ class SchemaGate:
         return _errors(self._partial, {key: merged[key] for key in keys if key in merged})
 
     def tool_parameters(self) -> dict[str, Any]:
-        """The JSON schema a model sees for an update: the schema's fields, all optional."""
-        return partial_json_schema(self.json_schema)
+        """The JSON schema a model sees for an update: the schema's fields, all optional,
+        without the titles pydantic derives from names (``"Currentgoal"``: noise to a
+        model); descriptions stay."""
+        schema = partial_json_schema(self.json_schema)
+        _walk_schemas(schema, _drop_title)
+        return schema
 
 
 def _errors(adapter: TypeAdapter[Any], state: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -157,8 +161,23 @@ _DATA_KEYWORDS = frozenset({"default", "examples", "example", "const", "enum"})
 
 
 def _drop_required(node: dict[str, Any]) -> None:
+    _walk_schemas(node, _drop_keyword_required)
+
+
+def _drop_keyword_required(node: dict[str, Any]) -> None:
     if isinstance(node.get("required"), list):
         del node["required"]
+
+
+def _drop_title(node: dict[str, Any]) -> None:
+    if isinstance(node.get("title"), str):
+        del node["title"]
+
+
+def _walk_schemas(node: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> None:
+    """Apply ``change`` to ``node`` and every schema in it, at every depth: never to data
+    (a default may hold a key called "title") nor to a map of field names."""
+    change(node)
     for key, value in node.items():
         if key in _DATA_KEYWORDS:
             continue
@@ -166,13 +185,13 @@ def _drop_required(node: dict[str, Any]) -> None:
             # The keys here are field names, not keywords: a field may be called "required".
             for sub in value.values():
                 if isinstance(sub, dict):
-                    _drop_required(sub)
+                    _walk_schemas(sub, change)
         elif isinstance(value, dict):
-            _drop_required(value)
+            _walk_schemas(value, change)
         elif isinstance(value, list):
             for sub in value:
                 if isinstance(sub, dict):
-                    _drop_required(sub)
+                    _walk_schemas(sub, change)
 
 
 # Core-schema markers of code that may look at more than one field (or the whole state).

@@ -119,16 +119,17 @@ def test_long_error_inputs_are_shortened() -> None:
 
 
 def test_tool_parameters_have_the_fields_and_no_required() -> None:
-    """The update tool's parameters list the schema's fields, none of them required."""
+    """The update tool's parameters list the schema's fields, none of them required, and
+    none of the titles pydantic derives from names."""
     parameters = SchemaGate(TaskNotes).tool_parameters()
 
     assert parameters["type"] == "object"
     assert set(parameters["properties"]) == {"currentGoal", "completedSteps", "blockers", "notes"}
     assert parameters["properties"]["completedSteps"] == {
         "items": {"type": "string"},
-        "title": "Completedsteps",
         "type": "array",
     }
+    assert "title" not in parameters
     assert parameters["additionalProperties"] is False
     assert "required" not in parameters
 
@@ -140,7 +141,7 @@ def test_tool_parameters_drop_required_in_nested_defs_but_keep_a_field_named_req
 
     assert "required" not in parameters
     assert "required" not in owner
-    assert owner["properties"]["required"] == {"title": "Required", "type": "boolean"}
+    assert owner["properties"]["required"] == {"type": "boolean"}
     assert set(owner["properties"]) == {"name", "required"}
 
 
@@ -185,3 +186,25 @@ def test_missing_field_inside_a_list_item_fails() -> None:
     assert types_of(gate.errors({"steps": [{"title": "a"}]})) == [("missing", ["steps", 0, "done"])]
     assert gate.errors({"steps": [{"title": "a", "done": False}]}) == []
     assert gate.errors({"byOwner": {"ada": {"title": "a"}}}) == []
+
+
+def test_titles_go_but_a_field_called_title_and_data_holding_one_stay() -> None:
+    """Only the titles of schemas are dropped: a field named ``title``, a nested model's
+    fields and a default holding a ``title`` key are the user's, and stay."""
+
+    class Link(BaseModel):
+        title: str = Field(description="What the link is.")
+
+    class Page(BaseModel):
+        title: str = ""
+        links: list[Link] = []
+        meta: dict[str, str] = Field(default={"title": "kept"})
+
+    parameters = SchemaGate(Page).tool_parameters()
+
+    assert set(parameters["properties"]) == {"title", "links", "meta"}
+    assert parameters["properties"]["meta"]["default"] == {"title": "kept"}
+    link = parameters["$defs"]["Link"]
+    assert link["properties"]["title"] == {"description": "What the link is.", "type": "string"}
+    assert "title" not in link
+    assert "title" not in repr(parameters["properties"]["links"])

@@ -264,6 +264,9 @@ class ScratchpadCore:
             return ToolResult(await handle.call(function, args, call_id=call_id))
         except ScratchpadUpdateError as exc:
             logger.debug("%s refused (%s): %s", tool, exc.reason, exc)
+            owner = scope.layer if isinstance(scope, ScratchpadHandle) else self.layer(layer)
+            if isinstance(owner, ScratchpadLayer):  # its refusals show an update in its words
+                return ToolResult(refusal_text(exc, tool, owner.texts.example), exc)
             return ToolResult(refusal_text(exc, tool), exc)
         except StorageError as exc:
             logger.warning(

@@ -9,12 +9,22 @@ from ..edits import EDIT_TOOL
 from ..errors import ScratchpadConfigError
 from ..storage.base import MAX_JOURNAL_LIMIT
 
-__all__ = ("EDIT_TOOL", "STATE_KEY", "UPDATE_TOOL", "ScratchpadConfig", "ScratchpadState")
+__all__ = (
+    "EDIT_TOOL",
+    "STATE_KEY",
+    "TEXT_FIELD",
+    "UPDATE_TOOL",
+    "ScratchpadConfig",
+    "ScratchpadState",
+)
 
 ScratchpadState = str | dict[str, Any]
 
 #: The tool names a model calls: ``{layer_id}/{function}``.
 UPDATE_TOOL = "scratchpad/update"
+
+#: The one argument of an update of text notes: the whole new text.
+TEXT_FIELD = "notes"
 
 #: The key of a scope's state in its ``ScopedStorage``.
 STATE_KEY = "state"
@@ -28,7 +38,9 @@ class ScratchpadConfig:
     schema: Any = None
     """A pydantic model (or any type ``TypeAdapter`` accepts) the state must fit."""
     template: str | None = None
-    """Initial content when nothing is stored: text, or a JSON object when there is a schema."""
+    """Initial content when nothing is stored: text, or a JSON object when there is a schema.
+    Text without a schema makes the notes text: the model rewrites them whole (an update is
+    ``{"notes": "the new text"}``), and the journal keeps each old text."""
     read_only: bool = False
     max_state_bytes: int = 128 * 1024
     """An update that would make the stored JSON bigger than this is rejected (``too_large``)."""
@@ -43,6 +55,16 @@ class ScratchpadConfig:
     history_limit: int = 50
     """Journal entries kept per scope (``handle.history``, ``handle.revert``); 0 keeps none.
     Each entry holds the update and the prior values of the keys it wrote."""
+    description: str | None = None
+    """The update tool's description, instead of the one built from the schema's words."""
+    instructions: str | None = None
+    """What an MCP server tells the model about the scratchpad, instead of the default;
+    ``{read_tool}`` and ``{update_tool}`` are replaced by the tools' names."""
+
+    @property
+    def text_notes(self) -> bool:
+        """Whether the notes are text the model rewrites whole: a template and no schema."""
+        return self.schema is None and bool(self.template)
 
     def __post_init__(self) -> None:
         if self.scope not in ("thread", "resource"):
@@ -52,11 +74,21 @@ class ScratchpadConfig:
                 "template must be text (with a schema, a JSON object as text: json.dumps(...)), "
                 f"not a {type(self.template).__name__}"
             )
+        for text in ("description", "instructions"):
+            value = getattr(self, text)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ScratchpadConfigError(f"{text} must be non-empty text or None, not {value!r}")
         for flag in ("read_only", "edit_tool"):
             if not isinstance(getattr(self, flag), bool):
                 raise ScratchpadConfigError(
                     f"{flag} must be True or False, not {getattr(self, flag)!r}"
                 )
+        if self.edit_tool and self.text_notes:
+            raise ScratchpadConfigError(
+                "edit_tool=True needs notes that are an object, and with a text template and "
+                "no schema the notes are text, which the model rewrites whole; drop edit_tool, "
+                "or give a schema and a JSON object template"
+            )
         if isinstance(self.max_state_bytes, bool) or not isinstance(self.max_state_bytes, int):
             raise ScratchpadConfigError(
                 f"max_state_bytes must be an int, not {self.max_state_bytes!r}"

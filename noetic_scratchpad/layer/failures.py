@@ -18,15 +18,16 @@ from __future__ import annotations
 
 from ..edits import EDIT_REASONS
 from ..errors import ScratchpadUpdateError, StorageError, StorageOutcomeUnknownError
+from .texts import FREE_EXAMPLE
 
 __all__ = ("FIX_HINTS", "empty_text", "refusal_text", "storage_failure_text", "unreadable_text")
 
 #: What the model is told to do after each kind of refused update; ``{tool}`` is the name
-#: of the tool it called, as the host presents it. An edit's own reasons are in
+#: of the tool it called, as the host presents it, ``{example}`` an update in the schema's
+#: words. An edit's own reasons are in
 #: :data:`~noetic_scratchpad.edits.EDIT_REASONS`.
 FIX_HINTS = {
-    "malformed": "Call {tool} with a JSON object of the fields to change, "
-    'for example {{"currentGoal": "..."}}.',
+    "malformed": "Call {tool} with a JSON object of the fields to change, for example {example}.",
     "schema": "Fix these fields and call {tool} again with only the fields to change.",
     "too_large": "Condense the scratchpad: replace long lists or notes with a short summary "
     "(writing a key replaces its value) and try again.",
@@ -36,12 +37,13 @@ FIX_HINTS = {
 }
 
 
-def refusal_text(exc: ScratchpadUpdateError, tool: str) -> str:
+def refusal_text(exc: ScratchpadUpdateError, tool: str, example: str = FREE_EXAMPLE) -> str:
     """The model's text for its call of ``tool`` (as the host presents it) that ``exc``
-    refused: what happened, then what to do, if there is a hint for its reason."""
+    refused: what happened, then what to do, if there is a hint for its reason.
+    ``example``: an update in the layer's schema's words (``layer.texts.example``)."""
     hints = EDIT_REASONS if exc.refused == "edit" and exc.reason in EDIT_REASONS else FIX_HINTS
     hint = hints.get(exc.reason)
-    return f"{exc.message} {hint.format(tool=tool)}" if hint else exc.message
+    return f"{exc.message} {hint.format(tool=tool, example=example)}" if hint else exc.message
 
 
 def storage_failure_text(exc: StorageError, tool: str) -> str:

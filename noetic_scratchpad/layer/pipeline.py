@@ -37,7 +37,7 @@ from ..errors import (
 from ..merge import InvalidValueError, merge_state, to_json_value
 from ..schema import SchemaGate
 from .arguments import describe_errors, json_kind, parse_arguments, reject_constant
-from .config import ScratchpadConfig, ScratchpadState
+from .config import TEXT_FIELD, ScratchpadConfig, ScratchpadState
 
 __all__ = ("Rewrite", "Transition", "UpdatePipeline", "copy_state")
 
@@ -63,12 +63,15 @@ class UpdatePipeline:
 
     # -- step 1: the arguments --------------------------------------------------------
 
-    def prepare(self, args: str | Mapping[str, Any]) -> dict[str, Any]:
-        """The update ``args`` ask for, checked before it meets any state."""
+    def prepare(self, args: str | Mapping[str, Any]) -> dict[str, Any] | Rewrite:
+        """The update ``args`` ask for, checked before it meets any state: an update to
+        merge, or for text notes the rewrite to the new text."""
         if self.config.read_only:
             raise _read_only("update")
         # A plain dict is copied by to_json_value anyway; anything else is parsed first.
         values = args if type(args) is dict else parse_arguments(args)
+        if self.config.text_notes:
+            return _text_rewrite(values)
         try:
             cleaned: dict[str, Any] = to_json_value(values)
         except InvalidValueError as exc:
@@ -256,6 +259,31 @@ class _KnownStates:
 
     def contains(self, state: Any) -> bool:
         return self._objects.get(id(state)) is state
+
+
+def _text_rewrite(values: Mapping[str, Any]) -> dict[str, Any] | Rewrite:
+    """The rewrite of text notes that ``values`` (``{"notes": "the new text"}``) ask for."""
+    if not values:
+        return {}  # an empty update: nothing to write, as for object notes
+    text = values.get(TEXT_FIELD)
+    if set(values) != {TEXT_FIELD} or not isinstance(text, str):
+        sent = ", ".join(repr(key) for key in values) or "no key"
+        raise ScratchpadUpdateError(
+            f"The scratchpad holds text, so an update is the whole new text under "
+            f"{TEXT_FIELD!r} (a string), and nothing else; this one held {sent}"
+            + (
+                ""
+                if isinstance(text, str) or text is None
+                else f" ({TEXT_FIELD!r} as a JSON {json_kind(text)})"
+            )
+            + ". Nothing was written.",
+            reason="malformed",
+        )
+
+    def rewrite(state: ScratchpadState) -> tuple[str, tuple[str, ...]]:
+        return text, ()
+
+    return Rewrite(rewrite, {TEXT_FIELD: text}, "update")
 
 
 def _read_only(refused: str) -> ScratchpadReadOnlyError:

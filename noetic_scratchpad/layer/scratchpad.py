@@ -29,7 +29,8 @@ from .base import (
 from .config import EDIT_TOOL, UPDATE_TOOL, ScratchpadConfig, ScratchpadState
 from .handle import ScratchpadHandle, copy_state
 from .load import load
-from .pipeline import UpdatePipeline
+from .pipeline import Rewrite, UpdatePipeline
+from .texts import TEXT_PARAMETERS, texts_for
 from .view import view_of
 
 __all__ = ("HostTool", "ScratchpadLayer", "scratchpad")
@@ -62,17 +63,24 @@ class ScratchpadLayer:
         self.config = config
         self.pipeline = UpdatePipeline(config)
         gate = self.pipeline.gate
-        parameters: dict[str, Any] = (
-            gate.tool_parameters() if gate else {"type": "object", "additionalProperties": True}
+        parameters: dict[str, Any]
+        if gate is not None:
+            parameters = gate.tool_parameters()
+        elif config.text_notes:
+            parameters = TEXT_PARAMETERS
+        else:
+            parameters = {"type": "object", "additionalProperties": True}
+        self.texts = texts_for(
+            gate.json_schema if gate else None,
+            text_notes=config.text_notes,
+            description=config.description,
+            instructions=config.instructions,
         )
+        """What the model is told about this scratchpad, in its schema's words."""
         self.provides: dict[str, LayerData | LayerFunction] = {
             "snapshot": LayerData(read=copy_state, description="The current scratchpad state."),
             "update": LayerFunction(
-                description=(
-                    "Update your scratchpad: your notes for this task (goal, steps done, "
-                    "blockers). Pass only the fields to change; objects merge into what is "
-                    "there, lists and other values replace it."
-                ),
+                description=self.texts.description,
                 parameters=parameters,
                 transition=self._transition,
                 exposed=not config.read_only,
@@ -270,7 +278,8 @@ class ScratchpadLayer:
         """The provided ``update`` as a pure function of a state (``LayerFunction``)."""
         update = self.pipeline.prepare(args)
         new_state = self.pipeline.transition(state, update, cleaned=True).state
-        return FunctionOutcome(result=applied_text(update), state=new_state)
+        applied = update.applied if isinstance(update, Rewrite) else update
+        return FunctionOutcome(result=applied_text(applied), state=new_state)
 
     def _edit_transition(self, args: Any, state: Any) -> FunctionOutcome:
         """The provided ``edit`` as a pure function of a state (``LayerFunction``)."""
@@ -278,7 +287,7 @@ class ScratchpadLayer:
         result = self.pipeline.transition(state, change)
         return FunctionOutcome(result=edited_text(result.keys), state=result.state)
 
-    def clean_update(self, args: Any) -> dict[str, Any]:
+    def clean_update(self, args: Any) -> dict[str, Any] | Rewrite:
         """Parse and check an update before it meets any state; raises ``ScratchpadUpdateError``."""
         return self.pipeline.prepare(args)
 

@@ -438,17 +438,22 @@ async def test_store_without_init_works_on_the_given_state() -> None:
     assert isinstance(ctx.context["scratchpad"], ScratchpadHandle)
 
 
-async def test_store_turns_text_state_into_object_with_previous(bind: Bind) -> None:
-    """An object update on a text scratchpad keeps the text under _previous (text wins)."""
+async def test_store_refuses_an_object_update_of_text_notes_and_keeps_the_text(
+    bind: Bind,
+) -> None:
+    """Text notes are rewritten whole: an object update is refused (an ``UpdateRejected``,
+    never a raise from the hook), and the text stays as it was; no ``_previous`` key."""
     scope = await bind(scratchpad(template="Goal: ?"))
-    result = await scope.layer.hooks.store(
-        new_items=[call("c1", {"goal": "ship", "_previous": "forged"})],
-        state=scope.initial,
-        ctx=scope.ctx,
-    )
+    with capture_events(scope.ctx.events) as events:
+        result = await scope.layer.hooks.store(
+            new_items=[call("c1", {"goal": "ship", "_previous": "forged"})],
+            state=scope.initial,
+            ctx=scope.ctx,
+        )
 
-    assert result is not None
-    assert await scope.stored() == {"goal": "ship", "_previous": "Goal: ?"}
+    assert result is None
+    assert [event.reason for event in events.of(UpdateRejected)] == ["malformed"]
+    assert await scope.stored() is None
 
 
 # -- on_spawn -----------------------------------------------------------------------------
