@@ -17,7 +17,13 @@ from .base import (
     StoreResult,
 )
 from .config import UPDATE_TOOL, ScratchpadConfig, ScratchpadState
-from .failures import empty_text, refusal_text, storage_failure_text, unreadable_text
+from .failures import (
+    empty_text,
+    refusal_text,
+    storage_failure_text,
+    unreadable_resource_text,
+    unreadable_text,
+)
 from .handle import ScratchpadHandle
 from .journal import HistoryEntry
 from .scratchpad import HostTool, ScratchpadLayer, scratchpad
@@ -48,5 +54,6 @@ __all__ = (
     "refusal_text",
     "scratchpad",
     "storage_failure_text",
+    "unreadable_resource_text",
     "unreadable_text",
 )

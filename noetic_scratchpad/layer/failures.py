@@ -5,7 +5,8 @@ the tool as that host presents it: the one place these texts are written.
   happened (the error's ``message``, which speaks to no reader in particular) and what to
   do about it (a hint by ``reason``), naming the tool.
 - :func:`empty_text`, :func:`unreadable_text`: a read of an empty scratchpad, and one
-  that storage failed.
+  that storage failed; :func:`unreadable_resource_text`: the same failure when a client
+  reads the state as a resource (an MCP resource), outside any tool call.
 - :func:`storage_failure_text`: storage failed under the call; one short, stable sentence
   that says what became of the call (not saved, or not known to be saved) and what to do.
   It never carries the error's own text: a path, a host name or a driver's message is for
@@ -20,7 +21,14 @@ from ..edits import EDIT_REASONS
 from ..errors import ScratchpadUpdateError, StorageError, StorageOutcomeUnknownError
 from .texts import FREE_EXAMPLE
 
-__all__ = ("FIX_HINTS", "empty_text", "refusal_text", "storage_failure_text", "unreadable_text")
+__all__ = (
+    "FIX_HINTS",
+    "empty_text",
+    "refusal_text",
+    "storage_failure_text",
+    "unreadable_resource_text",
+    "unreadable_text",
+)
 
 #: What the model is told to do after each kind of refused update; ``{tool}`` is the name
 #: of the tool it called, as the host presents it, ``{example}`` an update in the schema's
@@ -65,6 +73,12 @@ def unreadable_text(tool: str) -> str:
         "The scratchpad could not be read right now: its storage failed (the operator can "
         f"see why in the logs). Carry on with the task and call {tool} again later."
     )
+
+
+def unreadable_resource_text() -> str:
+    """The client's text for a read of the state as a resource that storage failed: no tool
+    to call again, so it says to try later."""
+    return "The scratchpad's storage failed; the server's log says why. Try again later."
 
 
 def empty_text(kind: str, scope_id: str, update_tool: str) -> str:

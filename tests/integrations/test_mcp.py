@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -19,7 +20,14 @@ from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, TextResourceContents
 from pydantic import BaseModel, ConfigDict
 
-from noetic_scratchpad import EventBus, UpdateApplied, UpdateRejected, open_storage, scratchpad
+from noetic_scratchpad import (
+    EventBus,
+    StorageError,
+    UpdateApplied,
+    UpdateRejected,
+    open_storage,
+    scratchpad,
+)
 from noetic_scratchpad.integrations.mcp import (
     DEFAULT_MAX_MESSAGE_BYTES,
     READ_TOOL,
@@ -28,7 +36,7 @@ from noetic_scratchpad.integrations.mcp import (
     serve_stdio,
 )
 from noetic_scratchpad.keys import state_key
-from noetic_scratchpad.layer import ScratchpadLayer
+from noetic_scratchpad.layer import ScratchpadLayer, unreadable_resource_text
 from noetic_scratchpad.storage import MemoryStorage, StorageBackend
 from noetic_scratchpad.testing import FaultyStorage, capture_events
 from tests.storage.corrupt import corrupt_row
@@ -227,6 +235,34 @@ async def test_a_storage_failure_is_a_tool_error_and_the_next_call_works() -> No
     assert "InjectedFault" not in text_of(failed)  # details are for the operator
     assert not retried.is_error
     assert await stored(inner, layer, "default") == {"goal": "x"}
+
+
+async def test_an_update_is_one_round_trip_and_a_read_one_read() -> None:
+    """Through the core: an update binds to its scope without reading it first (the write
+    merges into whatever is stored), and a read is one read."""
+    storage = FaultyStorage(MemoryStorage())  # counts the calls; injects nothing
+    async with connect(scratchpad(), storage) as client:
+        storage.calls.clear()
+        await client.call_tool(UPDATE_TOOL, {"update": {"goal": "x"}})
+        assert storage.calls == {"commit": 1}
+        storage.calls.clear()
+        read = await client.call_tool(READ_TOOL, {})
+        assert storage.calls == {"get_revision": 1}
+    assert "x" in text_of(read)
+
+
+async def test_a_resource_read_that_storage_fails_is_one_sentence_and_the_log_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    error = StorageError("disk I/O error at /srv/secret.db")
+    storage = FaultyStorage(MemoryStorage(), fail_on={"get", "get_revision"}, error=error)
+    caplog.set_level(logging.WARNING, logger="noetic_scratchpad")
+    async with connect(scratchpad(), storage) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.read_resource("scratchpad://thread/default")
+    assert str(raised.value) == unreadable_resource_text()
+    assert "/srv/secret.db" not in str(raised.value)
+    assert "/srv/secret.db" in caplog.text
 
 
 async def test_a_corrupt_row_is_reported_as_one_no_retry_fixes(tmp_path: Path) -> None:

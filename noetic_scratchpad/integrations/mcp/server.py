@@ -15,17 +15,16 @@ from mcp.shared.exceptions import MCPError
 
 from ... import __version__
 from ..._json import json_kind
-from ...errors import ScratchpadUpdateError, StorageError
+from ...core import RunScope, ScratchpadCore
+from ...errors import StorageError
 from ...events import EventBus
 from ...keys import check_scope_id
 from ...layer import (
     HostTool,
     ScratchpadHandle,
     ScratchpadLayer,
-    refusal_text,
     scratchpad,
-    storage_failure_text,
-    unreadable_text,
+    unreadable_resource_text,
 )
 from ...storage import StorageBackend
 
@@ -59,10 +58,14 @@ class ToolArgumentError(ValueError):
 class ScratchpadMCP:
     """The scratchpad's MCP tools and resources over one storage backend.
 
-    Each call opens a handle on its scope (one read), so nothing is cached between calls
-    and memory does not grow with the number of threads. ``default_id``: the thread (or,
-    for a resource-scoped layer, the resource) a call without one uses. ``events``: the
-    bus every handle reports on (default, one of the server's own, at ``.events``).
+    A thin adapter over a :class:`~noetic_scratchpad.core.ScratchpadCore` on the backend,
+    which stays the caller's: the core binds a handle per call (nothing is cached between
+    calls, so memory does not grow with the number of threads), applies the calls and
+    writes the text the model reads. What is this server's own is the tools' shape (the
+    scope argument, the update's fields under ``update``) and the resources.
+    ``default_id``: the thread (or, for a resource-scoped layer, the resource) a call
+    without one uses. ``events``: the bus every write reports on (default, the core's
+    own, at ``.events``).
     """
 
     def __init__(
@@ -73,17 +76,27 @@ class ScratchpadMCP:
         default_id: str = "default",
         events: EventBus | None = None,
     ) -> None:
-        self.layer = layer
-        self.storage = storage
-        self.kind = layer.scope
-        self.default_id = check_scope_id(default_id, self.kind)
-        self.events = events or EventBus()
         if not isinstance(layer, ScratchpadLayer):
             raise TypeError(f"{layer!r} is not a scratchpad layer; pass scratchpad(...)")
+        self.core = ScratchpadCore(layer, storage=storage, events=events)
+        """What applies the calls and owns the bus; the backend stays the caller's."""
+        self.layer = layer
+        self.kind = layer.scope
+        self.default_id = check_scope_id(default_id, self.kind)
         # The model's tools by name: update, and edit with edit_tool=True; none read-only.
         self._writers: dict[str, HostTool] = {
-            tool.name: tool for tool in layer.host_tools(_NAMES) if tool.exposed
+            tool.name: tool for tool in self.core.tools(_NAMES) if tool.exposed
         }
+
+    @property
+    def storage(self) -> StorageBackend:
+        """The backend the server was given (the caller's to close)."""
+        return self.core.backend
+
+    @property
+    def events(self) -> EventBus:
+        """The bus every write reports on."""
+        return self.core.events
 
     # -- tools ---------------------------------------------------------------------------
 
@@ -146,36 +159,32 @@ class ScratchpadMCP:
         args = dict(arguments or {})
         try:
             if name == READ_TOOL:
-                text = await self.read_text(self._scope_id(args, READ_TOOL))
+                scope = self._scope(args, READ_TOOL)
+                result = await self.core.read(scope, tool=READ_TOOL, update_tool=UPDATE_TOOL)
             elif name == UPDATE_TOOL and name in self._writers:
-                text = await self._update(args)
+                scope, update = self._scope(args, UPDATE_TOOL), self._update_of(args)
+                # A read-modify-write of the latest stored state, serialized by the backend.
+                result = await self.core.call(scope, "update", update, tool=UPDATE_TOOL)
             elif name == EDIT_TOOL and name in self._writers:
-                text = await (await self.open(self._scope_id(args, EDIT_TOOL))).call("edit", args)
+                scope = self._scope(args, EDIT_TOOL)
+                result = await self.core.call(scope, "edit", args, tool=EDIT_TOOL)
             else:
                 names = ", ".join(tool.name for tool in self.tools())
                 raise ToolArgumentError(f"There is no tool {name!r} here; the tools are {names}.")
         except ToolArgumentError as exc:
             logger.debug("%s refused: %s", name, exc)
             return tool_result(str(exc), error=True)
-        except ScratchpadUpdateError as exc:
-            logger.debug("%s refused: %s", name, exc)
-            return tool_result(refusal_text(exc, name), error=True)
-        except StorageError as exc:
-            logger.warning("%s failed on storage: %s", name, exc)
-            text = unreadable_text(name) if name == READ_TOOL else storage_failure_text(exc, name)
-            return tool_result(text, error=True)
-        return tool_result(text)
+        return tool_result(result.text, error=not result.ok)
 
     async def read_text(self, scope_id: str) -> str:
-        """``scratchpad_read``'s output: the ``<scratchpad>`` block the layer would show."""
-        block = (await self.open(scope_id)).block()
-        return block or (
-            f"The scratchpad of {self.kind} {scope_id!r} is empty. "
-            f"Call {UPDATE_TOOL} to write your notes."
-        )
+        """``scratchpad_read``'s output for ``scope_id``: the ``<scratchpad>`` block the
+        layer would show, or the sentence saying it is empty (or could not be read)."""
+        scope = self._as_scope(scope_id)
+        return (await self.core.read(scope, tool=READ_TOOL, update_tool=UPDATE_TOOL)).text
 
-    async def _update(self, args: dict[str, Any]) -> str:
-        scope_id = self._scope_id(args, UPDATE_TOOL)
+    def _update_of(self, args: dict[str, Any]) -> Any:
+        """Pop ``update``, the fields to change, from the update tool's arguments; a
+        ``ToolArgumentError`` saying what to send when the shape is not this tool's."""
         example = '{"update": {"currentGoal": "..."}}'
         if "update" not in args:
             stray = f" You sent {', '.join(map(repr, args))} at the top level." if args else ""
@@ -195,31 +204,29 @@ class ScratchpadMCP:
                 f"`update` must be an object of the fields to change, not a JSON "
                 f"{json_kind(update)}. Call {UPDATE_TOOL} again, for example {example}."
             )
-        # A fresh read-modify-write of the stored state, serialized by the backend.
-        return await (await self.open(scope_id)).call("update", update)
+        return update
 
-    def _scope_id(self, args: dict[str, Any], tool: str) -> str:
-        """Pop the thread (or resource) argument; the default when there is none."""
+    def _scope(self, args: dict[str, Any], tool: str) -> RunScope:
+        """Pop the thread (or resource) argument: the call's scope, the default when the
+        call names none."""
         value = args.pop(self.kind, None)
         if value is None:
-            return self.default_id
+            return self._as_scope(self.default_id)
         try:
-            return check_scope_id(value, self.kind)
+            return self._as_scope(check_scope_id(value, self.kind))
         except ValueError as exc:
             raise ToolArgumentError(
                 f"`{self.kind}` is wrong: {exc}. Call {tool} again with a {self.kind} id, or "
                 f"without `{self.kind}` for {self.default_id!r}."
             ) from None
 
+    def _as_scope(self, scope_id: str) -> RunScope:
+        """The scope an id of this server's kind names (a resource's id is its thread's)."""
+        return RunScope(scope_id, scope_id if self.kind == "resource" else None)
+
     async def open(self, scope_id: str) -> ScratchpadHandle:
         """A handle on the scope ``scope_id``, its state freshly read."""
-        resource_id = scope_id if self.kind == "resource" else None
-        return await self.layer.open(
-            self.storage,
-            thread_id=scope_id,
-            resource_id=resource_id,
-            events=self.events,
-        )
+        return await self.core.handle(self._as_scope(scope_id))
 
     # -- resources -----------------------------------------------------------------------
 
@@ -265,11 +272,7 @@ class ScratchpadMCP:
             state = (await self.open(scope_id)).state
         except StorageError as exc:
             logger.warning("reading %s failed on storage: %s", uri, exc)
-            raise MCPError(
-                types.INTERNAL_ERROR,
-                "The scratchpad's storage failed; the server's log says why. Try again later.",
-                {"uri": uri},
-            ) from None
+            raise MCPError(types.INTERNAL_ERROR, unreadable_resource_text(), {"uri": uri}) from None
         text = json.dumps(state, indent=2, ensure_ascii=False)
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=text)]
