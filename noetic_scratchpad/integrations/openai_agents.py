@@ -16,10 +16,8 @@ The scope (thread, optional resource) comes from the run's context. Needs the ex
 from __future__ import annotations
 
 import inspect
-import logging
-from collections import OrderedDict
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
@@ -33,17 +31,11 @@ except ImportError as exc:  # the extra is not installed, or the SDK cannot load
     ) from exc
 
 from ..adapters.names import check_tool_names
-from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
+from ..core import RunScope, ScratchpadCore, as_scope
+from ..errors import ScratchpadConfigError
 from ..events import EventBus
-from ..layer import (
-    HostTool,
-    ScratchpadHandle,
-    ScratchpadLayer,
-    refusal_text,
-    scratchpad,
-    storage_failure_text,
-)
-from ..storage import OwnedStorage, StorageBackend
+from ..layer import HostTool, ScratchpadHandle, ScratchpadLayer, scratchpad
+from ..storage import StorageBackend
 
 __all__ = (
     "DEFAULT_EDIT_TOOL_NAME",
@@ -53,28 +45,13 @@ __all__ = (
     "scope_from_context",
 )
 
-logger = logging.getLogger("noetic_scratchpad.integrations.openai_agents")
-
 #: The update tool's default name: the SDK sends tool names to the provider as they are,
 #: and OpenAI accepts only ``^[a-zA-Z0-9_-]{1,64}$`` (so not ``scratchpad/update``).
 DEFAULT_TOOL_NAME = "scratchpad_update"
 #: The edit tool's default name (offered with ``edit_tool=True``).
 DEFAULT_EDIT_TOOL_NAME = "scratchpad_edit"
 
-#: Scopes whose handles are kept between calls; the least recently used goes first.
-DEFAULT_MAX_SCOPES = 256
-
 InstructionsFn = Callable[[RunContextWrapper[Any], Agent[Any]], Awaitable[str] | str]
-
-
-@dataclass(frozen=True, slots=True)
-class RunScope:
-    """Whose scratchpad a run uses: its thread, and optionally a resource such as a user
-    (used by ``scope="resource"`` scratchpads)."""
-
-    thread_id: str
-    resource_id: str | None = None
-
 
 ScopeResolver = Callable[[RunContextWrapper[Any]], RunScope | str]
 
@@ -111,7 +88,13 @@ class Scratchpad:
     from its ``RunContextWrapper`` (default :func:`scope_from_context`). ``events``: a bus
     to report on (default, one of its own at :attr:`events`). ``budget``: the block's
     token budget (default, the layer's). ``tool_name``, ``edit_tool_name``: the tools'
-    names (the edit tool is offered with ``edit_tool=True``).
+    names (the edit tool is offered with ``edit_tool=True``). ``max_scopes`` is
+    deprecated and does nothing: no handle is kept between calls.
+
+    A thin adapter over a :class:`~noetic_scratchpad.core.ScratchpadCore` (at
+    :attr:`core`), which owns the storage and the bus, applies the tool calls and writes
+    the text the model reads. A tool call binds to its scope without reading it (one
+    round trip: the write); the instructions read the block (one read).
     """
 
     def __init__(
@@ -125,7 +108,7 @@ class Scratchpad:
         tool_name: str = DEFAULT_TOOL_NAME,
         edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
         budget: int | None = None,
-        max_scopes: int = DEFAULT_MAX_SCOPES,
+        max_scopes: int | None = None,
         **options: Any,
     ) -> None:
         if layer is not None and options:
@@ -133,26 +116,36 @@ class Scratchpad:
                 f"give either a layer or scratchpad() options, not both (got {sorted(options)})"
             )
         check_tool_names(tool_name, edit_tool_name)
-        if max_scopes < 1:
-            raise ScratchpadConfigError(f"max_scopes must be at least 1, not {max_scopes}")
-        self.layer = layer if layer is not None else scratchpad(**options)
+        if max_scopes is not None:
+            warnings.warn(
+                "Scratchpad(max_scopes=...) is deprecated and does nothing: no handle is "
+                "kept between calls any more (a tool call writes without reading first, and "
+                "the instructions read the block once), so there is nothing to bound; "
+                "drop the argument",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        self.core = ScratchpadCore(
+            layer if layer is not None else scratchpad(**options), storage=storage, events=events
+        )
+        """What owns the storage and the bus and applies the calls."""
+        self.layer = self.core.scratchpad()
         self.scope_from = scope_from
         self.budget = budget
-        self.max_scopes = max_scopes
-        self._owns_events = events is None
-        self.events = events if events is not None else EventBus()
-        """The bus every scope's events go to: ``notes.events.subscribe(handler)``."""
-        self._storage = OwnedStorage(storage)
-        self.storage_url = self._storage.url  # secrets hidden: it is shown in repr
-        self._handles: OrderedDict[RunScope, ScratchpadHandle] = OrderedDict()
+        self.storage_url = self.core.storage_url  # secrets hidden: it is shown in repr
         self._names = {"update": tool_name, "edit": edit_tool_name}
         self.tools: list[FunctionTool] = [
-            self._build_tool(tool) for tool in self.layer.host_tools(self._names)
+            self._build_tool(tool) for tool in self.core.tools(self._names)
         ]
         """The tools: ``Agent(tools=notes.tools)`` (the update tool, and the edit tool
         with ``edit_tool=True``)."""
         self.tool = self.tools[0]
         """The update tool alone."""
+
+    @property
+    def events(self) -> EventBus:
+        """The bus every scope's events go to: ``notes.events.subscribe(handler)``."""
+        return self.core.events
 
     def _build_tool(self, tool: HostTool) -> FunctionTool:
         """One of the layer's tools as a ``FunctionTool``, strict only where the layer's is.
@@ -213,86 +206,50 @@ class Scratchpad:
             )
 
     async def _invoke(self, function: str, tool_context: ToolContext[Any], arguments: str) -> str:
-        """A tool's body. A refusal or a storage failure becomes the output the model
-        reads, never an exception: an exception would fail the whole run."""
-        tool = tool_context.tool_name or self._names[function]  # the name the model called
-        call_id = tool_context.tool_call_id
-        try:
-            handle, _ = await self._handle_for(tool_context)
-            # The SDK refuses a reused id within a run; across runs on a thread the handle
-            # tells a retry (same id and arguments) from a new call under an old id.
-            return await handle.call(function, arguments, call_id=call_id)
-        except ScratchpadUpdateError as exc:
-            return f"Error: {refusal_text(exc, tool)}"
-        except StorageError as exc:
-            logger.warning("scratchpad %s %s not confirmed by storage: %s", function, call_id, exc)
-            return f"Error: {storage_failure_text(exc, tool)}"
+        """A tool's body. A refusal or a storage failure comes back as the output the model
+        reads (the core's text, marked as an error), never an exception: an exception would
+        fail the whole run. The SDK refuses a reused call id within a run; across runs on a
+        thread the core tells a retry (same id and arguments) from a new call under an old
+        id."""
+        result = await self.core.call(
+            self.scope(tool_context),
+            function,
+            arguments,
+            tool=tool_context.tool_name or self._names[function],  # as the model called it
+            call_id=tool_context.tool_call_id,
+        )
+        return result.text if result.ok else f"Error: {result.text}"
 
     # -- for application code --------------------------------------------------------------
 
+    def scope(self, run_context: RunContextWrapper[Any]) -> RunScope:
+        """The scope of the run: ``scope_from(run_context)``, checked."""
+        return as_scope(self.scope_from(run_context), source="scope_from(run_context)")
+
     async def block(self, run_context: RunContextWrapper[Any]) -> str:
         """The ``<scratchpad>`` block of the run's scope as stored now; ``""`` when empty."""
-        handle, fresh = await self._handle_for(run_context)
-        if not fresh:
-            await handle.refresh()  # another run or process may have written since
-        return handle.block(self.budget)
+        return await self.core.block(self.scope(run_context), budget=self.budget)
 
     async def handle(self, run_context: RunContextWrapper[Any]) -> ScratchpadHandle:
-        """The handle of the run's scope, for code: ``.snapshot``, ``await .update({...})``."""
-        handle, _ = await self._handle_for(run_context)
-        return handle
-
-    async def _handle_for(
-        self, run_context: RunContextWrapper[Any]
-    ) -> tuple[ScratchpadHandle, bool]:
-        """The cached handle of the run's scope, or a new one; ``True``: just loaded."""
-        scope = self.scope_from(run_context)
-        if isinstance(scope, str):
-            scope = RunScope(scope)
-        cached = self._handles.get(scope)
-        if cached is not None:
-            self._handles.move_to_end(scope)
-            return cached, False
-        backend = await self.open()
-        handle = await self.layer.open(
-            backend,
-            thread_id=scope.thread_id,
-            resource_id=scope.resource_id,
-            events=self.events,
-        )
-        self._handles[scope] = handle
-        while len(self._handles) > self.max_scopes:
-            self._handles.popitem(last=False)
-        return handle, True
+        """A handle on the run's scope, its state read now, for code: ``.snapshot``,
+        ``await .update({...})``."""
+        return await self.core.handle(self.scope(run_context))
 
     # -- lifecycle -------------------------------------------------------------------------
 
     @property
     def storage(self) -> StorageBackend:
         """The opened backend (opened on first use, or by ``async with`` / :meth:`open`)."""
-        backend = self._storage.opened
-        if backend is None:
-            raise RuntimeError(
-                f"the scratchpad's storage ({self.storage_url}) is not open yet; use "
-                "`async with notes:` or `await notes.open()` first"
-            )
-        return backend
+        return self.core.backend
 
     async def open(self) -> StorageBackend:
         """Open the storage (once); the first model call or tool call does it for you."""
-        return await self._storage.backend()
+        return await self.core.open()
 
     async def aclose(self) -> None:
         """Close the storage if this object opened it (a backend passed in stays open),
         and its own event bus (a bus passed in is only drained)."""
-        self._handles.clear()
-        try:
-            if self._owns_events:
-                await self.events.aclose()
-            else:
-                await self.events.drain()
-        finally:
-            await self._storage.aclose()
+        await self.core.aclose()
 
     async def __aenter__(self) -> Self:
         await self.open()

@@ -153,6 +153,28 @@ async def test_a_storage_failure_tells_the_model_to_retry_later() -> None:
     assert block_of(model.calls[2].system_instructions) == {"goal": "ship"}
 
 
+@pytest.mark.asyncio
+async def test_a_tool_call_writes_without_reading_and_each_model_call_reads_once() -> None:
+    """Through the core: a tool call binds to its scope without a read (one round trip,
+    the write), and the instructions read the block once per model call. A handle kept
+    per scope between calls would save no read, so none is kept: a run on a scope seen
+    before costs what the first did."""
+    storage = FaultyStorage(MemoryStorage())  # counts the calls; injects nothing
+    notes = Scratchpad(storage=storage)
+    for run in range(2):
+        storage.calls.clear()
+        model = ScriptedAgentsModel(
+            [
+                [tool_call(f"a{run}", a=run), tool_call(f"b{run}", b=run)],  # concurrent
+                [tool_call(f"c{run}", c=run)],
+                [reply("ok")],
+            ]
+        )
+        await Runner.run(agent_for(notes, model), "Go.", context={"thread_id": "t1"})
+        assert storage.calls == {"get_revision": 3, "commit": 3}  # 3 model calls, 3 writes
+    assert block_of(model.calls[2].system_instructions) == {"a": 1, "b": 1, "c": 1}
+
+
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 @pytest.mark.asyncio
 async def test_three_update_calls_in_one_response_all_land(kind: str, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 from agents import Agent, RunContextWrapper, Runner, set_tracing_disabled
 
 from noetic_scratchpad import ScratchpadConfigError
+from noetic_scratchpad.core import RunScope as CoreRunScope
 from noetic_scratchpad.integrations.openai_agents import RunScope, Scratchpad
 from noetic_scratchpad.storage import MemoryStorage
 from tests.integrations.agents_sdk_fakes import (
@@ -50,16 +51,24 @@ async def test_the_scope_comes_from_the_run_context() -> None:
 
 
 @pytest.mark.asyncio
-async def test_only_the_recent_scopes_keep_a_handle() -> None:
-    notes = Scratchpad(storage=MemoryStorage(), max_scopes=2)
+async def test_max_scopes_is_deprecated_and_changes_nothing() -> None:
+    """It bounded a cache of handles per scope; no handle is kept any more (see
+    ``test_a_tool_call_writes_without_reading_and_each_model_call_reads_once``)."""
+    with pytest.warns(DeprecationWarning, match="max_scopes=.*does nothing"):
+        notes = Scratchpad(storage=MemoryStorage(), max_scopes=2)
     for thread in ("t1", "t2", "t3"):
         model = ScriptedAgentsModel([[tool_call("c1", thread=thread)], [reply("ok")]])
         await Runner.run(agent_for(notes, model), "Go.", context={"thread_id": thread})
-    assert [scope.thread_id for scope in notes._handles] == ["t2", "t3"]
     model = ScriptedAgentsModel([[reply("ok")]])
     await Runner.run(agent_for(notes, model), "Again.", context={"thread_id": "t1"})
-    assert block_of(model.calls[0].system_instructions) == {"thread": "t1"}  # reloaded
-    assert [scope.thread_id for scope in notes._handles] == ["t3", "t1"]
+    assert block_of(model.calls[0].system_instructions) == {"thread": "t1"}
+
+
+def test_run_scope_is_the_cores_and_keeps_its_shape() -> None:
+    scope = RunScope("t1", resource_id="alice")
+    assert isinstance(scope, CoreRunScope)
+    assert (scope.thread_id, scope.resource_id) == ("t1", "alice")
+    assert RunScope("t2").resource_id is None
 
 
 @pytest.mark.asyncio
@@ -68,6 +77,15 @@ async def test_a_run_without_a_thread_id_fails_and_says_how_to_give_one() -> Non
     model = ScriptedAgentsModel([[reply("never")]])
     with pytest.raises(ScratchpadConfigError, match=r"context=\{'thread_id': '...'\}"):
         await Runner.run(agent_for(notes, model), "Go.")
+    assert model.calls == []
+
+
+@pytest.mark.asyncio
+async def test_a_scope_function_giving_no_thread_is_refused_as_every_host_refuses_it() -> None:
+    notes = Scratchpad(storage=MemoryStorage(), scope_from=lambda ctx: "")
+    model = ScriptedAgentsModel([[reply("never")]])
+    with pytest.raises(ScratchpadConfigError, match=r"scope_from\(run_context\).*non-empty"):
+        await Runner.run(agent_for(notes, model), "Go.", context={})
     assert model.calls == []
 
 
