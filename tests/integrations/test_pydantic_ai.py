@@ -43,7 +43,10 @@ from noetic_scratchpad import (
     open_storage,
     scratchpad,
 )
+from noetic_scratchpad.core import RunScope as CoreRunScope
+from noetic_scratchpad.core import ScratchpadCore
 from noetic_scratchpad.integrations.pydantic_ai import (
+    RunScope,
     ScratchpadCapability,
     ScratchpadToolset,
     scope_from_run,
@@ -430,6 +433,16 @@ async def test_two_scratchpads_with_one_id_are_refused() -> None:
         Agent(TestModel(), capabilities=[ScratchpadCapability(), ScratchpadCapability()])
 
 
+async def test_the_scope_and_the_storage_are_the_cores() -> None:
+    assert RunScope is CoreRunScope
+    backend = await open_storage("memory://")
+    notes = ScratchpadCapability(storage=backend)
+    assert isinstance(notes.core, ScratchpadCore)
+    assert notes.toolset.core is notes.core  # one core: the toolset's is the capability's
+    await (await notes.open(thread_id="t1")).update({"goal": "x"})
+    assert notes.core.backend is backend
+
+
 async def test_a_bad_scope_stops_the_run_with_a_config_error() -> None:
     notes = ScratchpadCapability(scope_from=lambda ctx: "")
     agent = Agent(Script([[TextPart("ok")]]).model(), capabilities=[notes])
@@ -479,12 +492,12 @@ async def test_storage_opened_here_is_closed_by_aclose_and_a_passed_backend_is_n
     owned = ScratchpadCapability(storage="memory://", events=bus)
     assert owned.events is bus
     await owned.open(thread_id="t1")
-    opened = owned._notes.storage.opened
+    opened = owned._notes.core.opened
     assert opened is not None
     assert not opened._closed
     await owned.aclose()
     assert opened._closed
-    assert owned._notes.storage.opened is None  # a later run opens it again
+    assert owned._notes.core.opened is None  # a later run opens it again
 
 
 # -- streaming and pydantic-ai's TestModel ------------------------------------------------
@@ -629,6 +642,26 @@ async def test_the_plain_toolset_adds_the_tool_and_the_block(kind: type[Scratchp
     assert outcome == "retried"
     assert "scratchpad_update" in text
     assert await stored(toolset, "t1") == {"goal": "Ship v2", "steps": ["built"]}
+
+
+@pytest.mark.parametrize("kind", [ScratchpadCapability, ScratchpadToolset, ToolsetWithoutRunCopies])
+async def test_a_call_is_one_write_and_a_request_at_most_one_read(kind: Any) -> None:
+    """Through the core: a tool call writes on the run's handle, or, without a per-run copy,
+    on the scope without reading it first; each request reads the block once (the first
+    one reuses what the run read when it opened)."""
+    storage = FaultyStorage(await open_storage("memory://"))  # counts; injects nothing
+    notes = kind(storage=storage)
+    script = Script(
+        [[update("c1", goal="Ship v2"), update("c2", steps=["built"])], [TextPart("ok")]]
+    )
+    capabilities = [notes] if kind is ScratchpadCapability else []
+    toolsets = [] if kind is ScratchpadCapability else [notes]
+    agent = Agent(script.model(), capabilities=capabilities, toolsets=toolsets)
+
+    await agent.run("Hi.", conversation_id="t1")
+
+    assert storage.calls == {"get_revision": 2, "commit": 2}  # two requests, two calls
+    assert block_of(script.instructions[1]) == {"goal": "Ship v2", "steps": ["built"]}
 
 
 def reimport(monkeypatch: pytest.MonkeyPatch, missing: str) -> ModuleType:

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 
+from ...core import ScratchpadCore
 from ...events import EventBus
 from ...layer import ScratchpadHandle, ScratchpadLayer
 from ...storage import StorageBackend
@@ -84,6 +85,11 @@ class ScratchpadCapability(AbstractCapability[Any]):
         """This run's notes, in the copy a run works with (``for_run``)."""
 
     @property
+    def core(self) -> ScratchpadCore:
+        """The core every run calls: it owns the storage and the bus."""
+        return self._notes.core
+
+    @property
     def layer(self) -> ScratchpadLayer:
         return self._notes.layer
 
@@ -138,7 +144,8 @@ class ScratchpadCapability(AbstractCapability[Any]):
         return await self._notes.open(thread_id=thread_id, resource_id=resource_id)
 
     async def aclose(self) -> None:
-        """Close the storage opened from a URL; a backend passed in stays open."""
+        """Close the storage opened from a URL and the capability's own bus (a later run
+        opens both again); a backend or a bus passed in stays yours."""
         await self._notes.aclose()
 
     async def __aenter__(self) -> ScratchpadCapability:

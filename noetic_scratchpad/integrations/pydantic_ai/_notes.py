@@ -1,28 +1,23 @@
-"""What the capability and the toolset share: the scope of a run, the storage, and one
-run's handle (its block, its refresh, and the update tool's refusals as retry prompts)."""
+"""What the capability and the toolset share: the scope of a run, the core that owns the
+storage, and one run's handle (its block, its refresh, and the tools' refusals as retry
+prompts)."""
 
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, TypeAlias
 
 import anyio
 from pydantic_ai import ModelRetry, RunContext
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 
 from ...adapters.names import check_tool_names
-from ...errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
+from ...core import RunScope, ScratchpadCore, as_scope
+from ...errors import ScratchpadConfigError
 from ...events import EventBus
-from ...layer import (
-    ScratchpadHandle,
-    ScratchpadLayer,
-    refusal_text,
-    scratchpad,
-    storage_failure_text,
-)
-from ...storage import OwnedStorage, StorageBackend
+from ...layer import ScratchpadHandle, ScratchpadLayer, scratchpad
+from ...storage import StorageBackend
 
 try:  # ToolFailed: a failure the model reads without retrying (newer pydantic-ai only)
     from pydantic_ai.exceptions import ToolFailed as _ToolFailed
@@ -39,19 +34,9 @@ __all__ = (
     "scope_from_run",
 )
 
-logger = logging.getLogger("noetic_scratchpad.integrations.pydantic_ai")
-
 #: The tools' names as the model sees them: providers accept them as they are.
 DEFAULT_TOOL_NAME = "scratchpad_update"
 DEFAULT_EDIT_TOOL_NAME = "scratchpad_edit"
-
-
-class RunScope(NamedTuple):
-    """Whose scratchpad a run reads and writes: a thread, and optionally a resource (a user)."""
-
-    thread_id: str
-    resource_id: str | None = None
-
 
 ScopeResult: TypeAlias = "str | tuple[str, str | None] | RunScope"
 ScopeResolver: TypeAlias = Callable[[RunContext[Any]], "ScopeResult | Awaitable[ScopeResult]"]
@@ -88,27 +73,13 @@ async def resolve_scope(scope: ScopeResolver, ctx: RunContext[Any]) -> RunScope:
     found: Any = scope(ctx)
     if inspect.isawaitable(found):
         found = await found
-    if isinstance(found, str):
-        found = RunScope(found)
-    elif isinstance(found, tuple) and len(found) == 2:
-        found = RunScope(*found)
-    if not (
-        isinstance(found, RunScope)
-        and isinstance(found.thread_id, str)
-        and found.thread_id
-        and (found.resource_id is None or isinstance(found.resource_id, str))
-    ):
-        raise ScratchpadConfigError(
-            f"the scratchpad's scope function returned {found!r}; it must return a non-empty "
-            "thread id string, or a (thread_id, resource_id) pair of strings (resource_id may "
-            "be None)"
-        )
-    return found
+    return as_scope(found, source="scope_from(ctx)")
 
 
 class Notes:
-    """The configuration shared by every run: the layer, the storage, the scope function,
-    the tool's name and retry budget, the block's budget, and the event bus."""
+    """The configuration shared by every run: the core (which owns the layer, the storage
+    and the event bus), the scope function, the tools' names and retry budget, and the
+    block's budget."""
 
     def __init__(
         self,
@@ -140,16 +111,22 @@ class Notes:
         check_tool_names(tool_name, edit_tool_name)
         if max_retries < 0:
             raise ScratchpadConfigError(f"max_retries must be 0 or more, not {max_retries}")
-        self.layer = layer if layer is not None else scratchpad(**options)
+        # A URL (or None: $NOETIC_SCRATCHPAD_STORAGE, else memory://) is opened, and closed,
+        # by the core; a backend passed in stays the caller's.
+        self.core = ScratchpadCore(
+            layer if layer is not None else scratchpad(**options), storage=storage, events=events
+        )
+        self.layer = self.core.scratchpad()
         self.scope_from = scope_from
         self.tool_name = tool_name
         self.edit_tool_name = edit_tool_name
         self.max_retries = max_retries
         self.budget = budget
-        self.events = events if events is not None else EventBus()
-        # A URL (or None: $NOETIC_SCRATCHPAD_STORAGE, else memory://) is opened, and closed,
-        # here; a backend passed in stays the caller's.
-        self.storage = OwnedStorage(storage)
+
+    @property
+    def events(self) -> EventBus:
+        """The bus every run's updates and refusals go to."""
+        return self.core.events
 
     @property
     def names(self) -> dict[str, str]:
@@ -158,38 +135,39 @@ class Notes:
 
     async def open(self, *, thread_id: str, resource_id: str | None = None) -> ScratchpadHandle:
         """A handle on one scope's scratchpad, to read or write it outside a run."""
-        return await self.layer.open(
-            await self.storage.backend(),  # opened on first use, shared by every run
-            thread_id=thread_id,
-            resource_id=resource_id,
-            events=self.events,
-        )
+        return await self.core.handle(RunScope(thread_id, resource_id))
 
     async def aclose(self) -> None:
-        """Close the backend if it was opened from a URL here (a backend passed in is the
-        caller's to close), and wait for async event handlers."""
-        await self.storage.aclose()  # a later run opens it again
-        await self.events.drain()
+        """Close what the core opened (storage from a URL, its own bus; a backend or a bus
+        passed in stays the caller's, the bus drained); a later run opens it again."""
+        await self.core.aclose()
 
 
 class RunNotes:
-    """One run's scratchpad: a handle opened for the run's scope on first use."""
+    """One run's scratchpad: what is the run's own (its scope; its handle, opened on first
+    use; the lock that applies a response's concurrent tool calls in the model's order;
+    whether the next block may skip the re-read). The rest is the core's."""
 
     def __init__(self, notes: Notes) -> None:
         self.notes = notes
+        self.scope: RunScope | None = None
         self.handle: ScratchpadHandle | None = None
         self._lock = anyio.Lock()
         self._fresh = False  # loaded and nothing has run since: no refresh needed
 
+    async def scope_of(self, ctx: RunContext[Any]) -> RunScope:
+        """The run's scope, from ``notes.scope_from`` on first call."""
+        if self.scope is None:
+            self.scope = await resolve_scope(self.notes.scope_from, ctx)
+        return self.scope
+
     async def open(self, ctx: RunContext[Any]) -> ScratchpadHandle:
-        """The run's handle, opened on first call for the scope ``notes.scope_from`` gives."""
+        """The run's handle, opened (its state read) on first call."""
         if self.handle is None:
-            scope = await resolve_scope(self.notes.scope_from, ctx)
+            scope = await self.scope_of(ctx)
             async with self._lock:
                 if self.handle is None:
-                    self.handle = await self.notes.open(
-                        thread_id=scope.thread_id, resource_id=scope.resource_id
-                    )
+                    self.handle = await self.notes.core.handle(scope)
                     self._fresh = True
         return self.handle
 
@@ -207,43 +185,34 @@ class RunNotes:
             return handle.block(self.notes.budget) or None
 
     async def call(self, function: str, args: Any, ctx: RunContext[Any]) -> str:
-        """Run the model's call of the layer's ``function`` (``update``, ``edit``); a
-        refusal becomes a retry prompt (see ``refuse``)."""
-        handle = await self.open(ctx)
+        """Run the model's call of the layer's ``function`` (``update``, ``edit``) through
+        the core, on the run's handle (or, before the run has one, on its scope, without a
+        read); a refusal or a storage failure becomes a retry prompt (see ``refuse``)."""
+        target = self.handle if self.handle is not None else await self.scope_of(ctx)
         # One at a time, in the order the model made them: pydantic-ai runs a response's
         # tool calls concurrently, and later calls must merge over earlier ones.
         async with self._lock:
-            names = called_names(ctx, self.notes.names, function)
-            try:
-                return await handle.call(function, args, call_id=ctx.tool_call_id)
-            except ScratchpadUpdateError as exc:
-                return refuse(refusal_text(exc, names[function]), ctx)
-            except StorageError as exc:
-                logger.warning(
-                    "scratchpad %s could not be saved tool=%s call_id=%s error=%r",
-                    function,
-                    names[function],
-                    ctx.tool_call_id,
-                    str(exc),
-                )
-                return refuse(storage_failure_text(exc, names[function]), ctx)
+            result = await self.notes.core.call(
+                target,
+                function,
+                args,
+                tool=called_name(ctx, self.notes.names, function),
+                call_id=ctx.tool_call_id,
+            )
+        return result.text if result.ok else refuse(result.text, ctx)
 
 
-def called_names(ctx: RunContext[Any], names: Mapping[str, str], function: str) -> dict[str, str]:
-    """The tools' names as the model sees them (``names``: the configured ones, by
-    function), from the name the model called ``function`` by: a wrapper such as
-    ``PrefixedToolset`` renames the tools, and ``ctx.tool_name`` keeps the inner name, so
-    read the call in the latest response; the other tools carry the same prefix."""
+def called_name(ctx: RunContext[Any], names: Mapping[str, str], function: str) -> str:
+    """The name the model called the tool of ``function`` by (``names``: the configured
+    ones, by function): a wrapper such as ``PrefixedToolset`` renames the tools, and
+    ``ctx.tool_name`` keeps the inner name, so read the call in the latest response."""
     for message in reversed(ctx.messages):
         if isinstance(message, ModelResponse):
             for part in message.parts:
                 if isinstance(part, ToolCallPart) and part.tool_call_id == ctx.tool_call_id:
-                    called = part.tool_name
-                    own = names[function]
-                    prefix = called[: -len(own)] if called.endswith(own) else ""
-                    return {f: prefix + name for f, name in names.items()} | {function: called}
+                    return part.tool_name
             break
-    return dict(names)
+    return names[function]
 
 
 def refuse(message: str, ctx: RunContext[Any]) -> str:

@@ -10,6 +10,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
+from ...core import ScratchpadCore
 from ...events import EventBus
 from ...layer import ScratchpadHandle, ScratchpadLayer
 from ...storage import StorageBackend
@@ -85,6 +86,11 @@ class ScratchpadToolset(AbstractToolset[Any]):
         return self._id
 
     @property
+    def core(self) -> ScratchpadCore:
+        """The core every run calls: it owns the storage and the bus."""
+        return self.notes.core
+
+    @property
     def layer(self) -> ScratchpadLayer:
         return self.notes.layer
 
@@ -127,7 +133,7 @@ class ScratchpadToolset(AbstractToolset[Any]):
                 max_retries=self.notes.max_retries,
                 args_validator=_ANY_ARGS,
             )
-            for tool in self.notes.layer.host_tools(self.notes.names)
+            for tool in self.notes.core.tools(self.notes.names)
             if tool.exposed
         }
 
@@ -142,6 +148,7 @@ class ScratchpadToolset(AbstractToolset[Any]):
         return await self.notes.open(thread_id=thread_id, resource_id=resource_id)
 
     async def aclose(self) -> None:
-        """Close the storage opened from a URL (the agent's ``async with`` on toolsets,
-        once per run, leaves it open: a ``memory://`` scratchpad must outlive the run)."""
+        """Close the storage opened from a URL and the toolset's own bus (the agent's
+        ``async with`` on toolsets, once per run, leaves them open: a ``memory://``
+        scratchpad must outlive the run); a backend or a bus passed in stays yours."""
         await self.notes.aclose()
