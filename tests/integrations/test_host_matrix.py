@@ -44,6 +44,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from noetic_scratchpad import ScratchpadConfigError, StorageError, scratchpad
 from noetic_scratchpad.adapters import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+from noetic_scratchpad.core import ScratchpadCore
 from noetic_scratchpad.integrations.mcp import create_server
 from noetic_scratchpad.integrations.openai_agents import Scratchpad
 from noetic_scratchpad.integrations.pydantic_ai import ScratchpadCapability
@@ -504,6 +505,34 @@ async def test_a_failed_read_shows_the_model_no_storage_detail_over_mcp(
     assert "scratchpad_read" in content.text
     assert not [leak for leak in LEAKS if leak in content.text]
     assert SECRET_PATH in caplog.text
+
+
+# -- one text, written by the core ---------------------------------------------------------
+
+#: The hosts that wrap a ScratchpadCore and hand its text back in their own shape.
+CORE_HOSTS = [host for host in HOSTS if host.name in ("pydantic-ai", "agents-sdk", "mcp")]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("case", ["schema", "edit", "storage"])
+@pytest.mark.parametrize("host", CORE_HOSTS, ids=lambda host: host.name)
+async def test_a_failed_call_reads_as_the_core_writes_it(host: Host, case: str) -> None:
+    """The model reads, word for word, the text the core gives for the same call under the
+    host's name for the tool (the Agents SDK marks it ``Error:``, its one shape of its own)."""
+    layer = scratchpad(schema=TaskNotes, edit_tool=True)
+    call = {"schema": REFUSED, "edit": REFUSED_EDIT, "storage": UPDATE}[case]
+
+    def storage() -> StorageBackend:
+        return _faulty("failed") if case == "storage" else MemoryStorage()
+
+    seen = await host.run(layer, storage(), [call])
+
+    async with ScratchpadCore(layer, storage=storage()) as core:
+        expected = await core.call(
+            THREAD, call.kind, call.args, tool=host.names[call.kind], call_id=call.call_id
+        )
+    assert not expected.ok
+    assert seen.texts[call.call_id].removeprefix("Error: ") == expected.text
 
 
 # -- options a host cannot honour ---------------------------------------------------------
