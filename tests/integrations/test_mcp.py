@@ -683,3 +683,29 @@ def test_the_config_snippet_in_the_docs_is_this_command() -> None:
     args = build_parser().parse_args(entry["args"])
     assert args.handler is cmd_mcp
     assert args.storage.startswith("sqlite:////")
+
+
+class Ticket(BaseModel):
+    """Notes on the customer's support ticket"""
+
+    customer: str = ""
+    promised: list[str] = []
+
+
+@pytest.mark.asyncio
+async def test_the_server_instructions_and_examples_speak_the_schemas_words() -> None:
+    """The instructions name the schema's fields and this server's tools; the example of
+    a refused call is an update of the schema's first field."""
+    server = create_server(scratchpad(schema=Ticket), MemoryStorage())
+    async with Client(server) as client:
+        assert client.instructions == (
+            "A scratchpad: your working notes for the task, kept between conversations. "
+            "Call scratchpad_read when you start or resume a task, and scratchpad_update "
+            "whenever your notes change (customer, promised), passing only what changes."
+        )
+        refused = await client.call_tool(UPDATE_TOOL, {})
+    assert refused.is_error
+    assert '{"update": {"customer": "..."}}' in text_of(refused)
+    own = create_server(scratchpad(instructions="Use {read_tool} first."), MemoryStorage())
+    async with Client(own) as client:
+        assert client.instructions == "Use scratchpad_read first."

@@ -43,11 +43,6 @@ EDIT_TOOL = "scratchpad_edit"
 #: The layer's functions by the names this server gives them.
 _NAMES = {"update": UPDATE_TOOL, "edit": EDIT_TOOL}
 SERVER_NAME = "noetic-scratchpad"
-INSTRUCTIONS = (
-    f"A scratchpad: your working notes for the task, kept between conversations. Call "
-    f"{READ_TOOL} when you start or resume a task, and {UPDATE_TOOL} whenever the goal, the "
-    "steps done or the blockers change, passing only the fields that change."
-)
 logger = logging.getLogger("noetic_scratchpad.integrations.mcp")
 
 
@@ -185,7 +180,7 @@ class ScratchpadMCP:
     def _update_of(self, args: dict[str, Any]) -> Any:
         """Pop ``update``, the fields to change, from the update tool's arguments; a
         ``ToolArgumentError`` saying what to send when the shape is not this tool's."""
-        example = '{"update": {"currentGoal": "..."}}'
+        example = f'{{"update": {self.layer.texts.example}}}'
         if "update" not in args:
             stray = f" You sent {', '.join(map(repr, args))} at the top level." if args else ""
             raise ToolArgumentError(
@@ -312,7 +307,7 @@ class ScratchpadMCP:
         return Server(
             name,
             version=__version__,
-            instructions=INSTRUCTIONS,
+            instructions=self.layer.texts.instructions_for(READ_TOOL, UPDATE_TOOL),
             on_list_tools=list_tools,
             on_call_tool=call_tool,
             on_list_resources=list_resources,
