@@ -29,6 +29,7 @@ from .storage.base import (
     StorageBackend,
     UpdateFn,
 )
+from .storage.purge import purge_deleted
 
 __all__ = ("CapturedEvents", "FaultyStorage", "InjectedFault", "capture_events")
 
@@ -119,6 +120,10 @@ class FaultyStorage(StorageBackend):
         self.calls: Counter[str] = Counter()
         self.injected = 0
         self._released: anyio.Event | None = None
+
+    async def purge_deleted(self, prefix: str) -> int | None:
+        """The wrapped backend's (see :mod:`.storage.purge`); never faulted."""
+        return await purge_deleted(self.inner, prefix)
 
     def heal(self) -> None:
         """Stop injecting faults; calls stalled so far stay stalled until :meth:`release`."""

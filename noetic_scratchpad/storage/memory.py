@@ -70,6 +70,14 @@ class MemoryStorage(StorageBackend):
             del self._written_at[key]
         self._journals.pop(key, None)
 
+    async def purge_deleted(self, prefix: str) -> int:
+        """Forget the last revisions of the deleted keys under ``prefix`` (see
+        :mod:`.purge`): written again, such a key starts over at revision 1."""
+        gone = [key for key in self._retired if key.startswith(prefix)]
+        for key in gone:
+            del self._retired[key]
+        return len(gone)
+
     async def list(self, prefix: str = "") -> builtins.list[str]:
         return sorted(key for key in self._values if key.startswith(prefix))
 

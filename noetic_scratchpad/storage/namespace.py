@@ -17,6 +17,7 @@ from .base import (
     StorageBackend,
     UpdateFn,
 )
+from .purge import purge_deleted
 
 __all__ = ("NamespacedStorage",)
 
@@ -62,6 +63,11 @@ class NamespacedStorage(StorageBackend):
 
     async def aclose(self) -> None:
         """Nothing to release: the backend is borrowed, and stays open."""
+
+    async def purge_deleted(self, prefix: str) -> int | None:
+        """The backend's :meth:`~.purge.PurgesDeleted.purge_deleted` under this prefix
+        (``None`` when it has none)."""
+        return await purge_deleted(self.backend, self.prefix + prefix)
 
     # The hot paths hand back the backend's own coroutine: one frame less per call.
     def commit(self, key: str, fn: CommitFn, *, keep: int) -> Coroutine[Any, Any, Revision]:

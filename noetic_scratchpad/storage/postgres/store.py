@@ -21,6 +21,7 @@ from ... import _json
 from ...errors import StorageError
 from ...locks import KeyedBatcher
 from .._options import int_option
+from .._prefix import prefix_upper_bound
 from ..base import (
     CommitFn,
     JournalCommitFn,
@@ -133,6 +134,18 @@ class PostgresStorage(StorageBackend):
         async with connection as conn, conn.transaction():
             await conn.execute(self._sql.retire, key)
             await conn.execute(self._sql.clear_journal, key)
+
+    async def purge_deleted(self, prefix: str) -> int:
+        """Forget the retired revisions (and stray journal rows) of the deleted keys under
+        ``prefix``, in one transaction; see :mod:`..purge`."""
+        upper = prefix_upper_bound(prefix)
+        removed = 0
+        connection = self._connection("forget deleted keys", outcome=UNCONFIRMED)
+        async with connection as conn, conn.transaction():
+            for sql in self._sql.purge_deleted:
+                status = await conn.execute(sql, prefix, upper)
+                removed += int(status.rsplit(" ", 1)[-1])
+        return removed
 
     async def get_revision(self, key: str) -> Revision | None:
         async with self._connection("read", key) as conn:

@@ -51,6 +51,7 @@ class TableSql:
         "journal_rows",
         "keys",
         "lock",
+        "purge_deleted",
         "retire",
         "retired",
         "retired_revision",
@@ -119,6 +120,14 @@ class TableSql:
             f"INSERT INTO {r} AS retired (key, revision) SELECT key, revision FROM gone "
             "ON CONFLICT (key) DO UPDATE SET "
             "revision = GREATEST(retired.revision, EXCLUDED.revision)"
+        )
+        # Forgetting deleted keys (see storage/purge.py): retired revisions and journal rows
+        # of keys without a row, by prefix; $1 the prefix, $2 its upper bound (or NULL).
+        live = f"NOT EXISTS (SELECT 1 FROM {t} AS live WHERE live.key = gone.key)"
+        in_range = "gone.key >= $1 AND ($2::text IS NULL OR gone.key < $2::text)"
+        self.purge_deleted = (
+            f"DELETE FROM {r} AS gone WHERE {in_range} AND {live}",
+            f"DELETE FROM {j} AS gone WHERE {in_range} AND {live}",
         )
         # Run in one transaction, after `retire` has deleted (and so locked) the key's row.
         self.clear_journal = f"DELETE FROM {j} WHERE key = $1"

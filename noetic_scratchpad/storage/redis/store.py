@@ -221,6 +221,21 @@ class RedisStorage(StorageBackend):
                 pipe.zrem(self._index, key)
                 await pipe.execute()
 
+    async def purge_deleted(self, prefix: str) -> int:
+        """Forget the revisions kept in the hashes of the deleted keys under ``prefix``
+        (see :mod:`..purge`). Deleted keys are in no index, so this walks the database
+        with ``SCAN MATCH``: an erasure's cost, never a listing's. A hash is removed only
+        while it holds no value, in one script: a key written meanwhile stays."""
+        pattern = _glob_escape(self._value_key(prefix)) + b"*"
+        removed = 0
+        with translated_errors(
+            self.settings, f"purge of deleted keys under {prefix!r}", UNCONFIRMED
+        ):
+            self._check_open()
+            async for found in self._client.scan_iter(match=pattern, count=1000):
+                removed += int(await self._client.eval(_FORGET_DELETED, 1, found))
+        return removed
+
     async def aclose(self) -> None:
         if self._closed:
             return
@@ -388,6 +403,13 @@ def _encoded(key: str, write: tuple[Any, ...]) -> builtins.list[Any]:
     for row_revision, row, keep in rows:
         args.extend((row_revision, row, keep))
     return args
+
+
+#: Removes a value hash that holds no value (a deleted key's kept revision); 1 if it did.
+_FORGET_DELETED = (
+    "if redis.call('HEXISTS', KEYS[1], 'value') == 0 then "
+    "return redis.call('DEL', KEYS[1]) end return 0"
+)
 
 
 def _glob_escape(text: bytes) -> bytes:

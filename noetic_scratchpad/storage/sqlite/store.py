@@ -167,6 +167,13 @@ class SqliteStorage(StorageBackend):
     async def delete(self, key: str) -> None:
         await self._submit(DeleteJob(key))
 
+    async def purge_deleted(self, prefix: str) -> int:
+        """Forget the retired revisions (and stray journal rows) of the deleted keys under
+        ``prefix``; see :mod:`..purge`. The writer's thread runs it between batches."""
+        if self._closed:
+            raise self._closed_error()
+        return await self._writer.purge_deleted(prefix)
+
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
         return await self._submit(CommitJob(key, fn))
 

@@ -124,6 +124,17 @@ class TableSql:
         where, params = _prefix_range(prefix)
         return f"SELECT key FROM {self.table}{where} ORDER BY key", params
 
+    def purge_deleted(self, prefix: str) -> list[tuple[str, list[str]]]:
+        """The statements that forget the deleted keys under ``prefix``: their retired
+        revisions and any journal rows left without a value (never a live key's)."""
+        where, params = _prefix_range(prefix)
+        where = where or " WHERE 1"
+        live = f"key NOT IN (SELECT key FROM {self.table})"
+        return [
+            (f"DELETE FROM {retired_table(self.table)}{where} AND {live}", params),
+            (f"DELETE FROM {self.journal}{where} AND {live}", params),
+        ]
+
     def describe(self, prefix: str) -> tuple[str, list[str]]:
         where, params = _prefix_range(prefix)
         sql = (

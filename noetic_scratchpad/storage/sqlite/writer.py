@@ -93,6 +93,37 @@ class SqliteWriter:
     async def close(self) -> None:
         await self.connection.close()
 
+    async def purge_deleted(self, prefix: str) -> int:
+        """Forget the deleted keys under ``prefix`` (see :mod:`..purge`), in one
+        transaction of this connection's thread: never inside a batch of writes."""
+        return await run_in_connection_thread(self.connection, self._purge_deleted, prefix)
+
+    def _purge_deleted(self, prefix: str) -> int:
+        conn = self.conn
+        try:
+            self._begin(conn)
+        except sqlite3.Error as exc:
+            raise self._failure(exc, "start a write transaction") from None
+        try:
+            removed = sum(
+                conn.execute(sql, params).rowcount
+                for sql, params in self._sql.purge_deleted(prefix)
+            )
+            self.file.check("written")
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            if not isinstance(exc, sqlite3.Error | StorageError):
+                raise
+            raise self._failure(exc, "forget deleted keys") from None
+        # The WAL still holds the pages as they were before the keys' deletes: copy it
+        # into the database and empty it now, not at some later checkpoint. (Busy readers
+        # only make it partial; the next checkpoint finishes it.)
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return removed
+
     # -- in the connection's thread ----------------------------------------------------------
 
     def transaction(self, jobs: Sequence[Job]) -> list[Any]:
