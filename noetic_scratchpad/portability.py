@@ -57,6 +57,8 @@ __all__ = (
     "erase_subject",
     "export_subject",
     "import_subject",
+    "read_document",
+    "stored_layers",
 )
 
 logger = logging.getLogger("noetic_scratchpad.portability")

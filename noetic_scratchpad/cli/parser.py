@@ -12,6 +12,7 @@ from .demo import cmd_demo
 from .history import cmd_history, cmd_revert
 from .mcp import add_mcp
 from .migrate import cmd_migrate
+from .portability import add_portability
 from .scopes import cmd_list, cmd_reset, cmd_show
 from .serve import add_serve
 
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo(commands.add_parser, storage)
     add_mcp(commands.add_parser, storage)
     add_serve(commands.add_parser, storage)
+    add_portability(commands.add_parser, storage)
     for add_command in (add_show, add_list, add_history, add_revert, add_reset, add_migrate):
         add_command(commands.add_parser, [storage, layer])
     return parser
