@@ -242,53 +242,64 @@ class _KeyImport:
         }
 
 
-def read_document(document: Any) -> tuple[Subject, list[_KeyImport]]:
-    """The subject and keys of an export document; :class:`ExportFormatError` saying
-    what is wrong with one that is not."""
+def read_document(document: Any) -> list[_KeyImport]:
+    """The keys of an export document; :class:`ExportFormatError` saying what is wrong
+    with one that is not. Its ``subject`` is a record of what was asked for: the keys
+    imported are those of its ``scopes``, whatever ids they name."""
     if not isinstance(document, Mapping) or document.get("format") != FORMAT:
         raise ExportFormatError(f"not a {FORMAT} document (its 'format' must say so)")
-    if document.get("version") != VERSION:
+    version = document.get("version")
+    if isinstance(version, bool) or version != VERSION:  # 1.0 is 1, as JSON has it
         raise ExportFormatError(
-            f"version {document.get('version')!r} of the export format is not known here; "
+            f"version {version!r} of the export format is not known here; "
             f"this version reads version {VERSION}"
         )
-    raw_subject, raw_scopes = document.get("subject"), document.get("scopes")
-    if not isinstance(raw_subject, Mapping) or not isinstance(raw_scopes, list):
-        raise ExportFormatError("an export needs a 'subject' object and a 'scopes' list")
+    scopes = document.get("scopes")
+    if not isinstance(scopes, list):
+        raise ExportFormatError("an export needs a 'scopes' list")
     try:
-        threads = raw_subject.get("threads") or ()
-        if not isinstance(threads, list | tuple):
-            raise ValueError("'subject.threads' must be a list of thread ids")
-        subject = Subject(raw_subject.get("resource"), tuple(threads))
-        keys = [key for scope in raw_scopes for key in _scope_keys(scope, subject)]
-    except (ValueError, TypeError) as exc:
+        # A key named twice (a hand-edited document): the last one is what is imported.
+        keys = {key.key: key for scope in scopes for key in _scope_keys(scope)}
+        return list(keys.values())
+    except (ValueError, TypeError, KeyError) as exc:
         raise ExportFormatError(f"the export cannot be imported: {exc}") from None
-    return subject, keys
 
 
-def _scope_keys(scope: Any, subject: Subject) -> list[_KeyImport]:
+def _scope_keys(scope: Any) -> list[_KeyImport]:
     if not isinstance(scope, Mapping) or not isinstance(scope.get("keys"), Mapping):
         raise ValueError("each scope needs 'layer', 'kind', 'id' and a 'keys' object")
     layer, kind, scope_id = scope.get("layer"), scope.get("kind"), scope.get("id")
     if not isinstance(layer, str) or not layer or kind not in SCOPES:
         raise ValueError(f"a scope's layer and kind ({layer!r}, {kind!r}) are not valid")
-    if not isinstance(scope_id, str) or (kind, scope_id) not in subject.scopes():
-        raise ValueError(f"the {kind} {scope_id!r} is not one of the subject's ids")
+    if not isinstance(scope_id, str):
+        raise ValueError(f"the id of a {kind} scope must be a string, not {scope_id!r}")
     checked_kind: Scope = "thread" if kind == "thread" else "resource"
-    prefix = scope_prefix(layer, checked_kind, scope_id)
+    prefix = scope_prefix(layer, checked_kind, scope_id)  # ValueError for a bad id
     found: list[_KeyImport] = []
     for name, stored in scope["keys"].items():
         if not name or not isinstance(stored, Mapping) or "value" not in stored:
             raise ValueError(f"the key {name!r} of {kind} {scope_id!r} has no 'value'")
         rows = stored.get("journal") or []
-        journal = [(int(row["revision"]), row["entry"]) for row in rows]
-        if [r for r, _ in journal] != sorted((r for r, _ in journal), reverse=True):
-            raise ValueError(f"the journal of {kind} {scope_id!r} is not newest first")
+        if not isinstance(rows, list):
+            raise ValueError(f"the journal of {kind} {scope_id!r} must be a list")
+        journal = sorted(
+            ((_revision(row), row["entry"]) for row in rows),
+            key=lambda row: row[0],
+            reverse=True,
+        )
         encode_json(stored["value"])  # ValueError for what JSON cannot hold
         found.append(
             _KeyImport(layer, checked_kind, scope_id, name, prefix + name, stored["value"], journal)
         )
     return found
+
+
+def _revision(row: Any) -> int:
+    revision = row["revision"]
+    whole = isinstance(revision, int | float) and not isinstance(revision, bool)
+    if not whole or not float(revision).is_integer() or revision < 0:  # 7.0 is 7, as in JSON
+        raise ValueError(f"a journal row's revision must be a whole number, not {revision!r}")
+    return int(revision)
 
 
 async def import_subject(
@@ -301,7 +312,7 @@ async def import_subject(
     written, unless ``replace`` (the stored key, journal included, is deleted first).
     Each write checks that the key is still as it was when checked, so a write landing
     in between is a conflict too. :class:`ExportFormatError` for a bad document."""
-    _subject, keys = read_document(document)
+    keys = read_document(document)
     stored = {key.key: await backend.get_revision(key.key) for key in keys}
     report = ImportReport()
     conflicts = [
@@ -347,7 +358,7 @@ def _states(key: _KeyImport) -> list[tuple[Any, Any]]:
                 raise ValueError(f"revision {expected} is missing from the journal")
             states.append((state, entry))
             state, expected = undo(state, entry), revision - 1
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+    except Exception as exc:  # an entry of another shape: whatever undoing it raised
         logger.warning(
             "imported %s without its journal, which cannot be replayed (%s)",
             key.key,

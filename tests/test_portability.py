@@ -212,15 +212,34 @@ async def test_a_conflicting_import_writes_nothing_unless_told_to_replace(
     [
         ({"format": "other"}, "not a noetic-scratchpad/export document"),
         ({"format": FORMAT, "version": 9}, "version 9"),
-        ({"format": FORMAT, "version": 1, "subject": {}, "scopes": []}, "resource id"),
+        ({"format": FORMAT, "version": 1, "scopes": {}}, "'scopes' list"),
         (
             {
                 "format": FORMAT,
                 "version": 1,
-                "subject": {"resource": "alice"},
-                "scopes": [{"layer": "scratchpad", "kind": "resource", "id": "bob", "keys": {}}],
+                "scopes": [{"layer": "scratchpad", "kind": "resource", "id": "", "keys": {}}],
             },
-            "not one of the subject's ids",
+            "non-empty",
+        ),
+        (
+            {
+                "format": FORMAT,
+                "version": 1,
+                "scopes": [
+                    {"layer": "scratchpad", "kind": "user", "id": "alice", "keys": {}},
+                ],
+            },
+            "layer and kind",
+        ),
+        (
+            {
+                "format": FORMAT,
+                "version": 1,
+                "scopes": [
+                    {"layer": "scratchpad", "kind": "thread", "id": "t", "keys": {"state": {}}},
+                ],
+            },
+            "has no 'value'",
         ),
     ],
 )

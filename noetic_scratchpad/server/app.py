@@ -232,6 +232,7 @@ def _routes(scopes: ScopeRoutes, pages: Pages) -> list[Route]:
         Route("/", pages.inspector, methods=["GET"]),
         Route("/openapi.json", pages.openapi, methods=["GET"]),
         Route("/api/scopes", scopes.list, methods=["GET"]),
+        Route("/api/scopes", scopes.subjects.load, methods=["POST"]),  # an export's import
         Route("/api/scopes/{rest:path}", scopes),  # every method: ScopeRoutes dispatches
         Route("/api/events", scopes.all_events, methods=["GET"]),
         Route("/api/session", pages.session_info, methods=["GET"]),

@@ -15,12 +15,18 @@ from typing import Any
 from .. import __version__
 from ..keys import MAX_ID_BYTES, Scope
 from ..layer import LayerFunction, ScratchpadLayer
+from ..portability import FORMAT, VERSION
 from .context import Limits
 from .problems import MEDIA_TYPE
 from .revisions import MAX_HISTORY
 from .schemas import base_schemas
+from .subjects import MAX_THREADS
 
 __all__ = ("MAX_OFFSET", "openapi_document")
+
+#: The longest id, in characters, the document promises: four UTF-8 bytes each at most.
+_ID_CHARS = MAX_ID_BYTES // 4
+_REVISION = {"type": "integer", "minimum": 0}
 
 #: The largest ``offset`` of ``GET api/scopes``.
 MAX_OFFSET = 10**9
@@ -70,6 +76,8 @@ def openapi_document(
             ),
         },
     }
+    schemas.update(_subject_schemas(layers))
+    paths["/api/scopes"]["post"] = _import_operation(token)
     for kind, layer in layers.items():
         update = layer.provides["update"]
         parameters = update.parameters if isinstance(update, LayerFunction) else {}
@@ -79,6 +87,8 @@ def openapi_document(
         paths[base] = _scope_operations(kind, token)
         paths[base + "/history"] = {"get": _history_operation(kind, token)}
         paths[base + "/revert"] = {"post": _revert_operation(kind, token)}
+        paths[base + "/export"] = {"get": _subject_operation(kind, token, erase=False)}
+        paths[base + "/erase"] = {"delete": _subject_operation(kind, token, erase=True)}
         paths[base + "/events"] = {
             "get": _events_operation(f"Events of one {kind} scope", token, limits, scoped=True)
         }
@@ -161,6 +171,190 @@ def _revert_operation(kind: str, token: bool) -> dict[str, Any]:
     ]
     operation["requestBody"] = _body("Revert")
     return operation
+
+
+def _subject_operation(kind: str, token: bool, *, erase: bool) -> dict[str, Any]:
+    """``GET .../export`` or ``DELETE .../erase`` of a data subject (see portability)."""
+    if erase:
+        summary = (
+            f"Erase a data subject: every key, journal and kept revision of the {kind} "
+            "scope and of the threads listed, in the layers this app serves"
+        )
+        ok = _json({"$ref": "#/components/schemas/Erasure"}, "What was erased")
+    else:
+        summary = (
+            f"Export a data subject: the state and journal of the {kind} scope and of the "
+            "threads listed, in the layers this app serves"
+        )
+        ok = _json({"$ref": "#/components/schemas/Export"}, "The export document")
+    operation = _operation(summary, token, {200: ok}, [400, 404, 503])
+    operation["parameters"] = [
+        {"$ref": "#/components/parameters/scope_id"},
+        {
+            "name": "thread",
+            "in": "query",
+            "description": "A thread id of the subject's, as the application lists them "
+            "(repeat the parameter for each)",
+            "style": "form",
+            "explode": True,
+            "schema": {
+                "type": "array",
+                "maxItems": MAX_THREADS,
+                "items": {"type": "string", "minLength": 1},
+            },
+        },
+    ]
+    return operation
+
+
+def _import_operation(token: bool) -> dict[str, Any]:
+    operation = _operation(
+        "Import an export document: each key with its journal; a key stored with another "
+        "value is a conflict (409, nothing written) unless replace=true",
+        token,
+        {200: _json({"$ref": "#/components/schemas/ImportReport"}, "What was imported")},
+        [400, 409, 413, 415, 422, 503],
+    )
+    operation["parameters"] = [
+        {
+            "name": "replace",
+            "in": "query",
+            "description": "Replace keys stored with other values, their journals too",
+            "schema": {"type": "string", "enum": ["true", "false"]},
+        }
+    ]
+    operation["requestBody"] = _body("ExportInput")
+    return operation
+
+
+def _subject_schemas(layers: dict[Scope, ScratchpadLayer]) -> dict[str, Any]:
+    time = {"type": "string", "description": "UTC, ISO 8601"}
+    scope_ref = {
+        "layer": {"type": "string", "enum": sorted({layer.id for layer in layers.values()})},
+        "kind": {"type": "string", "enum": list(layers)},
+        "id": {"type": "string", "minLength": 1, "maxLength": _ID_CHARS},
+    }
+    row = {
+        "type": "object",
+        "required": ["layer", "kind", "id", "key", "revision"],
+        "properties": {**scope_ref, "key": {"type": "string"}, "revision": _REVISION},
+    }
+    rows = {"type": "array", "items": row}
+    stored = {
+        "type": "object",
+        "required": ["value"],
+        "properties": {
+            "revision": _REVISION,
+            "updated_at": time,
+            "value": {"description": "The stored JSON value"},
+            "journal": {
+                "type": "array",
+                "description": "The journaled writes, newest first",
+                "items": {
+                    "type": "object",
+                    "required": ["revision", "entry"],
+                    "properties": {
+                        "revision": _REVISION,
+                        "written_at": time,
+                        "entry": {"description": "The journal entry (see history.md)"},
+                    },
+                },
+            },
+        },
+    }
+    return {
+        "Export": {
+            "type": "object",
+            "description": "A data subject's scopes (see operations.md)",
+            "required": ["format", "version", "scopes"],
+            "properties": {
+                "format": {"const": FORMAT},
+                "version": {"const": VERSION},
+                "exported_at": time,
+                "subject": {
+                    "type": "object",
+                    "description": "What was asked for; the scopes are what is imported",
+                    "properties": {
+                        "resource": {"type": ["string", "null"]},
+                        "threads": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+                "scopes": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["layer", "kind", "id", "keys"],
+                        "properties": {
+                            **scope_ref,
+                            "keys": {
+                                "type": "object",
+                                "propertyNames": {"minLength": 1},
+                                "additionalProperties": stored,
+                            },
+                        },
+                    },
+                },
+            },
+        },
+        # What an import reads of a document, exactly as it checks it; the rest is ignored.
+        "ExportInput": {
+            "type": "object",
+            "required": ["format", "version", "scopes"],
+            "properties": {
+                "format": {"const": FORMAT},
+                "version": {"const": VERSION},
+                "scopes": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["layer", "kind", "id", "keys"],
+                        "properties": {
+                            **scope_ref,
+                            "id": {"type": "string", "minLength": 1},
+                            "keys": {
+                                "type": "object",
+                                "propertyNames": {"minLength": 1},
+                                "additionalProperties": {
+                                    "type": "object",
+                                    "required": ["value"],
+                                    "properties": {
+                                        "journal": {
+                                            "type": "array",
+                                            "items": {
+                                                "type": "object",
+                                                "required": ["revision", "entry"],
+                                                "properties": {"revision": _REVISION},
+                                            },
+                                        }
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+        "ImportReport": {
+            "type": "object",
+            "required": ["imported", "replaced", "unchanged"],
+            "properties": {"imported": rows, "replaced": rows, "unchanged": rows},
+        },
+        "Erasure": {
+            "type": "object",
+            "required": ["subject", "scopes", "keys_deleted", "complete"],
+            "properties": {
+                "subject": {"type": "object"},
+                "scopes": {"type": "array", "items": {"type": "object"}},
+                "keys_deleted": {"type": "integer", "minimum": 0},
+                "deleted_records_forgotten": {"type": ["integer", "null"], "minimum": 0},
+                "complete": {
+                    "type": "boolean",
+                    "description": "false: the storage cannot forget the revisions it keeps "
+                    "of deleted keys, and records naming the ids may remain",
+                },
+            },
+        },
+    }
 
 
 def _scope(description: str) -> dict[str, Any]:

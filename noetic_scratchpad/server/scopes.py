@@ -30,6 +30,7 @@ from .openapi import MAX_OFFSET
 from .problems import Problem, storage_errors, update_problem
 from .revisions import Precondition, Revisions, not_stored, scope_response
 from .stream import EventStream
+from .subjects import SubjectRoutes
 from .target import Target
 
 __all__ = ("ScopeRoutes",)
@@ -44,11 +45,14 @@ class ScopeRoutes:
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
         self.revisions = Revisions(ctx)
+        self.subjects = SubjectRoutes(ctx)
         self.actions: dict[str, dict[str, Handler]] = {
             "": {"GET": self.read, "PATCH": self.update, "DELETE": self.reset},
             "history": {"GET": self.revisions.history},
             "revert": {"POST": self.revert},
             "events": {"GET": self.scope_events},
+            "export": {"GET": self.subjects.export},
+            "erase": {"DELETE": self.subjects.erase},
         }
 
     # -- api/scopes ------------------------------------------------------------------------

@@ -84,6 +84,7 @@ OPERATIONS = [
     ("GET", "/api/session"),
     ("POST", "/api/session"),
     ("DELETE", "/api/session"),
+    ("POST", "/api/scopes"),
     *(
         (method, f"/api/scopes/{kind}/{{scope_id}}{action}")
         for kind in ("thread", "resource")
@@ -93,6 +94,8 @@ OPERATIONS = [
             ("DELETE", ""),
             ("GET", "/history"),
             ("POST", "/revert"),
+            ("GET", "/export"),
+            ("DELETE", "/erase"),
         )
     ),
 ]
