@@ -337,9 +337,12 @@ async def import_subject(
         len(report.replaced),
         len(report.unchanged),
         extra={
-            "imported": len(report.imported),
-            "replaced": len(report.replaced),
-            "unchanged": len(report.unchanged),
+            "scratchpad": {
+                "operation": "import",
+                "imported": len(report.imported),
+                "replaced": len(report.replaced),
+                "unchanged": len(report.unchanged),
+            }
         },
     )
     return report
@@ -363,7 +366,7 @@ def _states(key: _KeyImport) -> list[tuple[Any, Any]]:
             "imported %s without its journal, which cannot be replayed (%s)",
             key.key,
             exc,
-            extra={"key": key.key},
+            extra={"scratchpad": {"operation": "import", "key": key.key}},
         )
         return [(key.value, None)]
     if not states:
@@ -437,7 +440,14 @@ async def erase_subject(
         "erased %d key(s) in %d scope(s) of a data subject",
         report.keys_deleted,
         len(report.scopes),
-        extra={"keys_deleted": report.keys_deleted, "scopes": len(report.scopes)},
+        extra={
+            "scratchpad": {
+                "operation": "erase",
+                "keys_deleted": report.keys_deleted,
+                "scopes": len(report.scopes),
+                "complete": forgotten is not None,
+            }
+        },
     )
     if forgotten is None:
         logger.warning(

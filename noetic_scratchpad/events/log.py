@@ -15,7 +15,7 @@ from typing import Any
 
 from .models import ScratchpadEvent
 
-__all__ = ("handler_name", "handler_names", "log_event", "logger")
+__all__ = ("event_fields", "handler_name", "handler_names", "log_event", "logger")
 
 logger = logging.getLogger("noetic_scratchpad.events")
 
@@ -37,7 +37,9 @@ _PLAIN = re.compile(r"[^\s\"'=\\]+")
 
 def log_event(event: ScratchpadEvent) -> None:
     """Log ``event`` at its ``log_level`` (not at all when that is ``None``), its fields as
-    ``key=value`` pairs and the event itself as ``record.scratchpad_event``."""
+    ``key=value`` pairs in the message, as a dict of JSON values in ``record.scratchpad``
+    (structlog's ``ExtraAdder`` and any JSON formatter take it as it is), and the event
+    itself as ``record.scratchpad_event``."""
     if event.log_level is None:
         return
     level = _LEVELS[event.log_level]
@@ -47,7 +49,7 @@ def log_event(event: ScratchpadEvent) -> None:
             "%s %s",
             event.kind,
             _event_fields(event),
-            extra={"scratchpad_event": event},
+            extra={"scratchpad_event": event, "scratchpad": event_fields(event)},
         )
 
 
@@ -83,6 +85,20 @@ def _error_summary(errors: Iterable[Mapping[str, Any]]) -> str:
         kind = str(error.get("type", "error"))
         summary.append(f"{loc}:{kind}" if loc else kind)
     return _log_value(",".join(summary))
+
+
+def event_fields(event: ScratchpadEvent) -> dict[str, Any]:
+    """The event's fields as plain JSON values, for structured logging (the record's
+    ``scratchpad`` attribute): what the message says as ``key=value`` pairs, with the
+    validation errors' ``loc``, ``type`` and ``msg`` (their ``input``, which the model
+    wrote, stays out as it does of the message)."""
+    fields: dict[str, Any] = event.model_dump(mode="json", exclude={"at"}, exclude_none=True)
+    if "errors" in fields:
+        fields["errors"] = [
+            {key: error[key] for key in ("loc", "type", "msg") if key in error}
+            for error in fields["errors"]
+        ]
+    return fields
 
 
 def _event_fields(event: ScratchpadEvent) -> str:
