@@ -5,21 +5,20 @@ from __future__ import annotations
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
-from .. import _json
 from ..context import ExecutionContext
 from ..edits import edited_keys
 from ..events import WriteSource
 from ..keys import Scope
-from ..render import contains_float
 from ..storage import ScopedStorage
 from ..storage.base import MAX_JOURNAL_LIMIT, CommitFn, Revision
 from .arguments import applied_text, edited_text
 from .config import ScratchpadState
 from .journal import HistoryEntry, Revert, history_of
-from .load import Loaded, load, load_with_journal
-from .pipeline import Rewrite, Transition, UpdatePipeline, copy_state
+from .load import load, load_with_journal
+from .pipeline import Rewrite, UpdatePipeline, copy_state
+from .snapshot import Snapshot
 from .view import view_of
-from .writer import Prepare, ScopeWriter
+from .writer import Prepare, ScopeWriter, Written
 
 __all__ = ("ScratchpadHandle", "copy_state")
 
@@ -30,8 +29,9 @@ class ScratchpadHandle:
     Every write is a read-modify-write of the latest *stored* state, serialized per scope
     by the backend, so concurrent executions never lose each other's updates. The write
     itself is the :class:`~.writer.ScopeWriter`'s; the handle keeps the state this
-    execution last saw, and what it knows about that state object (its JSON, whether it
-    holds floats, whether it fits the schema) to spare work on the next turn.
+    execution last saw as ``current``, a :class:`~.snapshot.Snapshot` that also says
+    what is known about it (its JSON, whether it holds floats, whether it fits the
+    schema) to spare work on the next turn.
     """
 
     def __init__(
@@ -52,10 +52,9 @@ class ScratchpadHandle:
         self.storage = storage
         self.ctx = ctx
         self.scope_key = scope_key
-        self.state: ScratchpadState = state
-        """The latest state this handle knows of. Treat it as read-only; see ``snapshot``."""
-        self.revision = 0
-        """The stored revision of ``state``: how many writes made it (0: none yet)."""
+        self.current = Snapshot(state)
+        """The latest state this handle knows of, with its revision and what is known
+        about it; a new value after every write, refresh or load."""
         self._layer_id = layer_id
         self._budget = budget
         self._edits = pipeline.config.edit_tool
@@ -64,13 +63,16 @@ class ScratchpadHandle:
         self._writer = ScopeWriter(
             pipeline, storage, ctx, layer_id=layer_id, scope_key=scope_key, scope=scope
         )
-        # (state object, whether it holds floats): lets recall pick the fast renderer.
-        self._floats: tuple[Any, bool] | None = None
-        # (state object, its JSON) after a write: copies of it need no encoding.
-        self._encoded: tuple[Any, bytes] | None = None
-        # The stored revision whose state this handle wrote or checked: met again at the
-        # next write, that state is not checked again (a key's revisions never repeat).
-        self._checked_revision: int | None = None
+
+    @property
+    def state(self) -> ScratchpadState:
+        """The latest state this handle knows of. Treat it as read-only; see ``snapshot``."""
+        return self.current.state
+
+    @property
+    def revision(self) -> int:
+        """The stored revision of ``state``: how many writes made it (0: none yet)."""
+        return self.current.revision
 
     def _prepare_edit(self, args: Any) -> Rewrite:
         """The writer's preparation of an edit call."""
@@ -82,11 +84,7 @@ class ScratchpadHandle:
     @property
     def snapshot(self) -> ScratchpadState:
         """A copy of the current state: changing it never changes the scratchpad."""
-        encoded = self._encoded
-        if encoded is not None and encoded[0] is self.state:
-            copied: dict[str, Any] = _json.loads(encoded[1])  # its JSON is at hand
-            return copied
-        return copy_state(self.state)
+        return self.current.copy_state()
 
     async def update(
         self, values: Mapping[str, Any], *, expected_revision: int | None = None
@@ -133,13 +131,13 @@ class ScratchpadHandle:
     ) -> tuple[str, bool]:
         """:meth:`apply_call`, and whether the call wrote (``False``: a retry)."""
         if tool == f"{self._layer_id}/update":
-            applied, wrote = await self.apply(args, source=source, call_id=call_id)
-            return applied_text(applied), wrote
+            written = await self.apply(args, source=source, call_id=call_id)
+            return applied_text(written.applied), written.wrote
         if tool == f"{self._layer_id}/edit" and self._edits:
-            applied, wrote = await self.apply(
+            written = await self.apply(
                 args, source=source, call_id=call_id, prepare=self._prepare_edit
             )
-            return edited_text(edited_keys(applied["operations"])), wrote
+            return edited_text(edited_keys(written.applied["operations"])), written.wrote
         raise KeyError(f"the scratchpad offers no tool {tool!r}")
 
     async def edit(self, operations: Sequence[Mapping[str, Any]]) -> None:
@@ -159,34 +157,28 @@ class ScratchpadHandle:
         expected_revision: int | None = None,
         prepare: Prepare | None = None,
         writer: ScopeWriter | None = None,
-    ) -> tuple[Any, bool]:
+    ) -> Written:
         """Apply one change through the serialized path, reporting it as an event.
 
-        ``prepare(args, tool)`` makes the change (default: ``args`` is an update to merge).
-        Returns the change as applied (an update parsed, checked, forbidden keys
-        stripped), and whether it wrote: a repeat of the applied call ``call_id`` is a
-        retry (see :mod:`.calls`), and an update with no key writes nothing either.
-        ``state`` holds the result, and
-        shares the update's values: treat both as read-only. ``writer``: another writer of
-        this scope (a revert's).
+        ``prepare(args)`` makes the change (default: ``args`` is an update to merge).
+        Returns what the writer did: the change as applied (an update parsed, checked,
+        forbidden keys stripped), the new snapshot, and whether it wrote: a repeat of the
+        applied call ``call_id`` is a retry (see :mod:`.calls`), and an update with no key
+        writes nothing either. ``current`` then holds the result, whose state shares the
+        update's values: treat both as read-only. ``writer``: another writer of this scope
+        (a revert's).
         """
-        applied, state, written, revision, unwritten = await (writer or self._writer).write(
+        written = await (writer or self._writer).write(
             args,
+            self.current,
             source=source,
             call_id=call_id,
-            current=self.state,
-            checked_revision=self._checked_revision,
-            floats=self._floats,
             expected_revision=expected_revision,
             prepare=prepare,
         )
-        if unwritten:
-            return applied, False
-        self.state = state
-        if revision is not None:
-            self.revision = revision
-        self._remember(written)
-        return applied, True
+        if written.wrote:
+            self.current = written.snapshot
+        return written
 
     async def history(self, limit: int = 20) -> list[HistoryEntry]:
         """The scope's ``limit`` newest journaled writes, newest first, each with what it
@@ -265,34 +257,19 @@ class ScratchpadHandle:
             )
         return self.snapshot
 
-    def adopt(self, loaded: Loaded) -> None:
+    def adopt(self, loaded: Snapshot) -> None:
         """Take ``loaded`` as the current state (after init or a refresh)."""
-        self.state = loaded.state
-        self.revision = loaded.revision
-        self._checked_revision = loaded.revision if loaded.checked else None
+        self.current = loaded
 
     def floats_hint(self, state: Any) -> bool | None:
-        """Whether ``state`` holds floats, if this handle knows that object; else ``None``."""
-        known = self._floats
-        if known is not None and known[0] is state:
-            return known[1]
-        if state is self.state and isinstance(state, dict):
-            has_floats = contains_float(state)
-            self._floats = (state, has_floats)
-            return has_floats
-        return None
-
-    def _remember(self, written: Transition | None) -> None:
-        """Keep what the write that produced ``self.state`` learned about it, if it did."""
-        # Whatever object storage handed back, the stored state is the one the pipeline
-        # produced and checked, at the new revision.
-        self._checked_revision = None if self.storage is None else self.revision
-        if written is None or written.state is not self.state:
-            self._floats = self._encoded = None
-            return
-        has_floats = written.has_floats
-        self._floats = None if has_floats is None else (written.state, has_floats)
-        self._encoded = (written.state, written.encoded)
+        """Whether ``state`` holds floats, when it is this handle's current state (the
+        one a runtime hands its recall); else ``None``, and the renderer looks."""
+        current = self.current
+        if state is not current.state or not isinstance(state, dict):
+            return None
+        if current.has_floats is None:  # looked up once per state
+            current = self.current = current.with_floats()
+        return current.has_floats
 
     def _require_storage(self, action: str) -> ScopedStorage:
         if self.storage is None:

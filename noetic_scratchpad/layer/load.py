@@ -1,14 +1,14 @@
 """Reading a scope's state: the other direction of :mod:`.writer`.
 
-:func:`load` reads a scope's state (under ``read_timeout``) and replaces one that no longer
-fits by the initial state, with a ``StateDiscarded`` event; :func:`load_with_journal` reads
-the journal with it, at the same instant.
+:func:`load` reads a scope's state (under ``read_timeout``) as a
+:class:`~.snapshot.Snapshot`, and replaces one that no longer fits by the initial state,
+with a ``StateDiscarded`` event; :func:`load_with_journal` reads the journal with it, at
+the same instant.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .. import _deadline
@@ -17,23 +17,13 @@ from ..errors import StorageCorruptError, StorageError
 from ..events import StateDiscarded
 from ..storage import ScopedStorage
 from ..storage.base import JournalView, Revision
-from .config import STATE_KEY, ScratchpadState
+from .config import STATE_KEY
 from .pipeline import UpdatePipeline
+from .snapshot import Snapshot
 
-__all__ = ("Loaded", "load", "load_with_journal")
+__all__ = ("load", "load_with_journal")
 
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class Loaded:
-    """A scope's state as :func:`load` found it; ``checked``: it is the stored state and
-    it passed the schema (a write that finds this revision stored need not check it
-    again); ``revision``: the stored revision (0: nothing stored)."""
-
-    state: ScratchpadState
-    checked: bool
-    revision: int = 0
 
 
 async def load(
@@ -42,16 +32,17 @@ async def load(
     ctx: ExecutionContext,
     *,
     layer_id: str,
-) -> Loaded:
+) -> Snapshot:
     """Read the scope's state, waiting at most ``read_timeout``; raises ``StorageError``
     past it. A stored state that cannot be used, or cannot be read back, is reported
-    (``StateDiscarded``) and replaced by the initial state."""
+    (``StateDiscarded``) and replaced by the initial state (not ``validated``: it is not
+    the state stored at its revision)."""
     try:
         found = await _within_read_timeout(pipeline, storage, storage.get_revision(STATE_KEY))
     except StorageCorruptError as exc:
         # Writes to the scope are refused until it is reset: they cannot read it either.
         _discarded(ctx, storage, layer_id, f"stored state cannot be read: {exc}", [])
-        return Loaded(pipeline.initial_state(), False)
+        return Snapshot(pipeline.initial_state())
     return _loaded(pipeline, storage, ctx, found, layer_id=layer_id)
 
 
@@ -62,7 +53,7 @@ async def load_with_journal(
     *,
     layer_id: str,
     limit: int,
-) -> tuple[Loaded, JournalView]:
+) -> tuple[Snapshot, JournalView]:
     """:func:`load`, and the scope's ``limit`` newest journal rows read at the same
     instant (so that they end at the loaded revision), with the stored state as it is."""
     view = await _within_read_timeout(
@@ -92,17 +83,17 @@ def _loaded(
     found: Revision | None,
     *,
     layer_id: str,
-) -> Loaded:
+) -> Snapshot:
     """The state to use for what storage holds (``found``; ``None``: nothing)."""
     if found is None:
-        return Loaded(pipeline.initial_state(), False)
+        return Snapshot(pipeline.initial_state())
     stored, revision = found.value, found.revision
     problem = pipeline.problem(stored)
     if problem is None:
-        return Loaded(stored, True, revision)
+        return Snapshot(stored, revision, validated=True)
     reason, errors = problem
     _discarded(ctx, storage, layer_id, reason, errors)
-    return Loaded(pipeline.initial_state(), False, revision)
+    return Snapshot(pipeline.initial_state(), revision)
 
 
 def _discarded(

@@ -20,9 +20,8 @@ nothing asynchronous; :mod:`.writer` runs it against storage.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from pydantic import PydanticUserError
 
@@ -35,9 +34,11 @@ from ..errors import (
     ScratchpadValidationError,
 )
 from ..merge import InvalidValueError, merge_state, to_json_value
+from ..render import contains_float
 from ..schema import SchemaGate
 from .arguments import describe_errors, json_kind, parse_arguments, reject_constant
 from .config import TEXT_FIELD, ScratchpadConfig, ScratchpadState
+from .snapshot import Snapshot
 
 __all__ = ("Rewrite", "Transition", "UpdatePipeline", "copy_state")
 
@@ -55,7 +56,6 @@ class UpdatePipeline:
         except (TypeError, ValueError, PydanticUserError) as exc:  # types pydantic cannot handle
             raise ScratchpadConfigError(f"unusable scratchpad schema: {exc}") from exc
         self._initial: ScratchpadState = self._check_template(config.template)
-        self._known = _KnownStates()
 
     def initial_state(self) -> ScratchpadState:
         """The state of a scope nothing has been written to: the template, else empty."""
@@ -106,23 +106,30 @@ class UpdatePipeline:
         stored: Any,
         update: Mapping[str, Any] | Rewrite,
         *,
-        checked: bool = False,
+        known: Snapshot | None = None,
+        revision: int = 0,
         cleaned: bool = False,
     ) -> Transition:
-        """The state after ``update``, from what storage holds (``None``: nothing).
+        """The state after ``update``, from what storage holds (``None``: nothing), as a
+        :class:`~.snapshot.Snapshot` at ``revision`` (the revision it is to be stored at).
 
         ``update`` is merged into the state, or a :class:`Rewrite` (an edit, a revert)
         computes the new state from it, which the whole schema then checks.
 
-        ``checked``: the caller knows ``stored`` passes. ``cleaned``: ``update``
-        came from :meth:`prepare` and is the caller's alone, so the new state may hold its
-        values instead of copies. Raises ``ScratchpadUpdateError``; pure otherwise.
+        ``known``: what the caller knows about ``stored`` (a snapshot of the same state):
+        validated, it is not checked again; its ``has_floats`` carries over to the new
+        state when the update adds none. ``cleaned``: ``update`` came from
+        :meth:`prepare` and is the caller's alone, so the new state may hold its values
+        instead of copies. Raises ``ScratchpadUpdateError``; pure otherwise.
         """
-        state = self.initial_state() if stored is None else stored
-        if not (checked or self._known.contains(state)) and self.problem(state) is not None:
+        if stored is None:  # the initial state, checked when the layer was built
+            state, checked = self.initial_state(), True
+        else:
+            state, checked = stored, known is not None and known.validated
+        if not checked and self.problem(state) is not None:
             # Checked before merging: an update that happens to fix the bad field must not
             # bring back the rest of a state that init reported as discarded.
-            state = self.initial_state()
+            state, stored = self.initial_state(), None
         refused = "update"
         if isinstance(update, Rewrite):
             refused = update.kind
@@ -151,8 +158,18 @@ class UpdatePipeline:
                 limit=limit,
                 size=len(encoded),
             )
-        self._known.add(merged)
-        return Transition(merged, encoded, state, keys)
+        # Whether the new state holds floats follows from the stored state's, known
+        # without looking at the whole state, when the update brings none.
+        has_floats = None
+        if (
+            known is not None
+            and known.has_floats is not None
+            and stored is not None
+            and not isinstance(update, Rewrite)
+            and not contains_float(update)
+        ):
+            has_floats = known.has_floats
+        return Transition(Snapshot(merged, revision, encoded, True, has_floats), state, keys)
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -217,48 +234,21 @@ class Rewrite:
 
 
 class Transition:
-    """What a transition produced: the new state, its compact JSON, the state it was made
-    from (the stored one, or the initial state that replaced it) and the top-level keys it
-    wrote; ``has_floats``, whether the new state holds floats, when the writer knows it
-    from its caller (``None``: not known)."""
+    """What a transition produced: the new state's ``snapshot`` (validated, encoded), the
+    state it was made from (``base``: the stored one, or the initial state that replaced
+    it) and the top-level keys it wrote."""
 
-    __slots__ = ("base", "encoded", "has_floats", "keys", "state")
+    __slots__ = ("base", "keys", "snapshot")
 
-    def __init__(
-        self, state: dict[str, Any], encoded: bytes, base: ScratchpadState, keys: tuple[str, ...]
-    ) -> None:
-        self.state = state
-        self.encoded = encoded
+    def __init__(self, snapshot: Snapshot, base: ScratchpadState, keys: tuple[str, ...]) -> None:
+        self.snapshot = snapshot
         self.base = base
         self.keys = keys
-        self.has_floats: bool | None = None
 
-
-class _KnownStates:
-    """States this pipeline produced lately, by identity, so a write need not check them again.
-
-    Validation is the costliest step of a write, and the state a write starts from is
-    nearly always one the pipeline just produced: the very object (memory storage, SQLite's
-    cache of the rows it committed, or the previous write in a batch). Decoded copies are
-    recognized by the writer, by the revision its handle last wrote or checked. Bounded to a
-    few objects, and safe without a lock for transitions running in storage threads: each
-    step is one call into the C implementation of ``OrderedDict``.
-    """
-
-    def __init__(self, max_objects: int = 8) -> None:
-        self._objects: OrderedDict[int, Any] = OrderedDict()
-        self._max_objects = max_objects
-
-    def add(self, state: Any) -> None:
-        self._objects[id(state)] = state
-        if len(self._objects) > self._max_objects:
-            try:  # noqa: SIM105 (not contextlib.suppress: three calls more on every write)
-                self._objects.popitem(last=False)
-            except KeyError:  # another thread took the oldest first
-                pass
-
-    def contains(self, state: Any) -> bool:
-        return self._objects.get(id(state)) is state
+    @property
+    def state(self) -> dict[str, Any]:
+        """The new state: an object, but where a rewrite restores a text state."""
+        return cast("dict[str, Any]", self.snapshot.state)
 
 
 def _text_rewrite(values: Mapping[str, Any]) -> dict[str, Any] | Rewrite:

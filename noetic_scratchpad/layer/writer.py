@@ -9,7 +9,12 @@ store hook, ``handle.update`` from code, ``harness.update_state``):
    backend, under ``write_timeout``; it checks ``expected_revision``, and the journal
    entry (:mod:`.journal`) is written in the same transaction as the state;
 3. an error becomes one ``UpdateRejected`` (:func:`_refusal` maps every error, once), a
-   success one ``UpdateApplied`` with the new revision.
+   success one ``UpdateApplied`` with the new revision, and the new
+   :class:`~.snapshot.Snapshot` goes back to the caller.
+
+A write starts from the caller's *base* snapshot (what it last saw): when the backend
+still holds that revision, the stored state is not checked against the schema again;
+when another handle wrote since, :class:`~.snapshot.LatestSnapshots` may know it.
 
 A write with a call id first claims it (:mod:`.calls`): a repeat of a call already applied
 is a retry, which writes nothing and is reported as one ``UpdateRetried``.
@@ -20,6 +25,7 @@ Reading a scope's state is :mod:`.load`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .. import _deadline
@@ -34,20 +40,31 @@ from ..errors import (
 )
 from ..events import UpdateApplied, UpdateRejected, UpdateRetried, WriteSource
 from ..keys import Scope
-from ..render import contains_float
 from ..storage import ScopedStorage
 from ..storage.base import Commit, Revision
 from .calls import CallClaim, RecentCalls, change_digest, recent_calls
-from .config import STATE_KEY, ScratchpadState
+from .config import STATE_KEY
 from .journal import entry_of
 from .pipeline import Rewrite, Transition, UpdatePipeline
+from .snapshot import LatestSnapshots, Snapshot, latest_snapshots
 
-__all__ = ("Change", "ScopeWriter", "conflict")
+__all__ = ("Change", "ScopeWriter", "Written", "conflict")
 
 #: A write's change: an update to merge, or a :class:`~.pipeline.Rewrite`.
 Change = Mapping[str, Any] | Rewrite
 #: ``prepare(args)``: the change ``args`` ask for, checked before storage is touched.
 Prepare = Callable[[Any], Change]
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What :meth:`ScopeWriter.write` did: the change as ``applied`` (an update as merged,
+    a rewrite's ``applied``), the scope's ``snapshot`` after it, and whether it ``wrote``
+    (``False``: a retry, or an update with no key; ``snapshot`` is then the base)."""
+
+    applied: Any
+    snapshot: Snapshot
+    wrote: bool
 
 
 class ScopeWriter:
@@ -74,32 +91,27 @@ class ScopeWriter:
         # (without storage, this writer's own); the scope is known by its storage prefix.
         self._calls = RecentCalls() if storage is None else recent_calls(storage.backend)
         self._scope_id = scope_key if storage is None else storage.prefix
+        # What other handles on the scope left (none without storage: only this one writes).
+        self._latest = None if storage is None else latest_snapshots(storage.backend)
 
     async def write(
         self,
         args: Any,
+        base: Snapshot,
         *,
         source: WriteSource,
-        call_id: str | None,
-        current: ScratchpadState,
-        checked_revision: int | None = None,
-        floats: tuple[Any, bool] | None = None,
+        call_id: str | None = None,
         expected_revision: int | None = None,
         prepare: Prepare | None = None,
-    ) -> tuple[Any, ScratchpadState, Transition | None, int | None, bool]:
-        """Apply one change. Returns it as applied (an update as merged, a rewrite's
-        ``applied``), the new state, what the transition learned about that state
-        (``None`` when storage handed back another object), the new revision (``None``
-        without storage) and whether it wrote nothing (``current`` is returned then): a
-        retry, the repeat of the applied call ``call_id`` (see :mod:`.calls`), or an
-        update with no key, which would only make a revision equal to the last.
+    ) -> Written:
+        """Apply the change ``args`` ask for to the scope, whose state the caller last saw
+        as ``base``; returns the new snapshot (see :class:`Written`).
 
-        ``prepare(args)`` turns ``args`` into the change (default: an update to
-        merge). ``expected_revision``: refuse with ``ScratchpadConflictError`` unless the
-        stored revision is this one. What the caller knows spares work:
-        ``checked_revision``, a stored revision whose state is known to fit the schema (a
-        key's revisions never repeat, so met again, it is not validated again);
-        ``floats``, a state object and whether it holds floats.
+        Nothing is written for a retry, the repeat of the applied call ``call_id`` (see
+        :mod:`.calls`), or an update with no key, which would only make a revision equal
+        to the last. ``prepare(args)`` turns ``args`` into the change (default: an update
+        to merge). ``expected_revision``: refuse with ``ScratchpadConflictError`` unless
+        the stored revision is this one.
 
         Raises ``ScratchpadUpdateError`` (refused) or ``StorageError`` (not saved, or not
         known to be saved), after its ``UpdateRejected``.
@@ -108,30 +120,32 @@ class ScopeWriter:
         try:
             change = (prepare or self.pipeline.prepare)(args)
             if not change and not isinstance(change, Rewrite):
-                return change, current, None, None, True
+                return Written(change, base, False)
             if call_id is not None:
                 claim = await self._calls.claim(self._scope_id, call_id, change_digest(change))
                 if claim.retry:
                     self._emit_retried(source, call_id, claim)
                     applied = change.applied if isinstance(change, Rewrite) else change
-                    return applied, current, None, None, True
+                    return Written(applied, base, False)
             attempt = _Attempt(
                 self.pipeline,
+                self._latest,
+                self._scope_id,
                 change,
                 source,
                 call_id,
                 expected_revision,
-                checked_revision,
-                floats,
+                base,
             )
             if self.storage is None:  # a host calling store without init: nothing to persist
-                new_state, revision = attempt(Revision(current, 0)).value, None
+                attempt(Revision(base.state, base.revision))
+                revision, stored_at = None, base.revision  # its snapshots stay at the base's
             else:
                 committed = await _deadline.wait_for(
                     self.pipeline.config.write_timeout,
                     self.storage.commit(STATE_KEY, attempt, keep=attempt.keep),
                 )
-                new_state, revision = committed.value, committed.revision
+                revision = stored_at = committed.revision
         except BaseException as exc:
             if claim is not None:
                 claim.fail()  # not applied: a repeat of it must apply it
@@ -139,15 +153,21 @@ class ScopeWriter:
             if error is None:
                 raise
             raise error from (None if isinstance(exc, _deadline.Expired) else exc)
+        # The transition's last run is the one committed: its state is what is stored.
         written = attempt.produced
-        if written is not None and written.state is not new_state:
-            written = None  # storage handed back another object: it knows nothing of it
+        assert written is not None  # a commit ran the transition
+        snapshot = written.snapshot
+        if stored_at != snapshot.revision:  # a recreated key goes on above its old revisions
+            snapshot = snapshot.at(stored_at)
+            if self._latest is not None:
+                self._latest.record(self._scope_id, self.pipeline, snapshot)
         applied = change.applied if isinstance(change, Rewrite) else change
-        keys = written.keys if written is not None else tuple(applied)
         if claim is not None:
-            claim.finish(keys, revision)
-        self._emit_applied(source, call_id, keys, revision, claim is not None and claim.reused)
-        return applied, new_state, written, revision, False
+            claim.finish(written.keys, revision)
+        self._emit_applied(
+            source, call_id, written.keys, revision, claim is not None and claim.reused
+        )
+        return Written(applied, snapshot, True)
 
     def _emit_applied(
         self,
@@ -246,55 +266,62 @@ class _Attempt:
     collector run more often."""
 
     __slots__ = (
+        "base",
         "call_id",
         "change",
-        "checked_revision",
         "expected",
-        "floats",
         "keep",
+        "latest",
         "pipeline",
         "produced",
+        "scope",
         "source",
-        "update_floats",
     )
 
     def __init__(
         self,
         pipeline: UpdatePipeline,
+        latest: LatestSnapshots | None,
+        scope: str,
         change: Change,
         source: WriteSource,
         call_id: str | None,
         expected: int | None,
-        checked_revision: int | None,
-        floats: tuple[Any, bool] | None,
+        base: Snapshot,
     ) -> None:
         self.pipeline = pipeline
+        self.latest = latest
+        self.scope = scope
         self.change = change
         self.source = source
         self.call_id = call_id
         self.expected = expected
-        self.checked_revision = checked_revision
-        self.floats = floats
-        self.update_floats = isinstance(change, Rewrite) or contains_float(change)
-        self.keep = pipeline.config.history_limit
+        self.base = base
+        self.keep = self.pipeline.config.history_limit
         self.produced: Transition | None = None  # the last run's
 
     def __call__(self, stored: Revision) -> Commit:
-        expected, change, floats = self.expected, self.change, self.floats
-        if expected is not None and stored.revision != expected:
-            raise conflict(expected, stored.revision)
+        expected, change, latest = self.expected, self.change, self.latest
+        revision = stored.revision
+        if expected is not None and revision != expected:
+            raise conflict(expected, revision)
         value = stored.value
-        # Storage that hands back decoded copies (PostgreSQL, SQLite after another
-        # process wrote) hands back the revision known to pass when no one wrote since.
-        checked = self.checked_revision is not None and stored.revision == self.checked_revision
-        result = self.pipeline.transition(value, change, checked=checked, cleaned=True)
-        # From the state object the caller knows (no one else wrote since), whether the
-        # result holds floats follows without looking at the whole state.
-        same = floats is not None and value is floats[0] and not self.update_floats
-        result.has_floats = floats[1] if floats is not None and same else None
+        # What is known of the stored state: the base's, when no one wrote since (a
+        # key's revisions never repeat); else what this process's last write of the
+        # scope made, when that is what is stored.
+        known: Snapshot | None = self.base
+        if revision != self.base.revision:
+            known = (
+                None if latest is None else latest.known(self.scope, self.pipeline, value, revision)
+            )
+        result = self.pipeline.transition(
+            value, change, known=known, revision=revision + 1, cleaned=True
+        )
         self.produced = result
+        if latest is not None:
+            latest.record(self.scope, self.pipeline, result.snapshot)
         if self.keep == 0:
-            return Commit(result.state, None, result.encoded)
+            return Commit(result.state, None, result.snapshot.encoded)
         entry = entry_of(
             source=self.source,
             call_id=self.call_id,
@@ -304,7 +331,7 @@ class _Attempt:
             base=result.base,
             merged=not isinstance(change, Rewrite),
         )
-        return Commit(result.state, entry, result.encoded)
+        return Commit(result.state, entry, result.snapshot.encoded)
 
 
 # The model's validator called directly: the same checks without ``BaseModel.__init__``'s
