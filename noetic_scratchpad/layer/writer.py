@@ -25,8 +25,7 @@ Reading a scope's state is :mod:`.load`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _deadline
 from ..context import ExecutionContext
@@ -56,8 +55,7 @@ Change = Mapping[str, Any] | Rewrite
 Prepare = Callable[[Any], Change]
 
 
-@dataclass(frozen=True, slots=True)
-class Written:
+class Written(NamedTuple):
     """What :meth:`ScopeWriter.write` did: the change as ``applied`` (an update as merged,
     a rewrite's ``applied``), the scope's ``snapshot`` after it, and whether it ``wrote``
     (``False``: a retry, or an update with no key; ``snapshot`` is then the base)."""
