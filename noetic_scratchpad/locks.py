@@ -5,8 +5,10 @@ worker task for it; the worker takes everything queued (up to ``max_batch``) as 
 runs it, hands each job its own outcome, and repeats until the queue is empty, when the
 key is forgotten, so the registry does not grow with the number of scopes ever seen.
 
-The worker is a task of the batcher's own, never a caller's: cancelling a caller (a
-timeout, ``task.cancel()``, an anyio cancel scope) only ends that caller's wait. A job
+The worker is a task of the batcher's own (its :class:`~._runtime.TaskOwner`, which an owner
+object may host in its task group: ``batcher.tasks.hosted_by(group)``), never a caller's:
+cancelling a caller (a timeout, ``task.cancel()``, an anyio cancel scope) only ends that
+caller's wait. A job
 cancelled while still queued is removed and never runs; one already in a running batch
 runs to the end (its write may land), and the other jobs of that batch get their results
 as if nothing happened. Each caller gets its result only after its batch has finished
@@ -15,7 +17,6 @@ as if nothing happened. Each caller gets its result only after its batch has fin
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from ._background import Event, new_event, start_background
+from ._runtime import Event, TaskOwner, new_event
 
 __all__ = ("BatchRunner", "KeyedBatcher")
 
@@ -65,7 +66,8 @@ class KeyedBatcher(Generic[K, J, R]):
         self._run_batch = run_batch
         self.max_batch = max_batch
         self._queues: dict[K, deque[_Waiter[J]]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.tasks = TaskOwner()
+        """Where the workers run."""
         self._idle: anyio.Event | None = None
 
     def __len__(self) -> int:
@@ -78,8 +80,7 @@ class KeyedBatcher(Generic[K, J, R]):
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = deque()
-            started, _ = start_background(self._work, key, queue, tasks=self._tasks)
-            if not started:
+            if not self.tasks.start_soon(self._work, key, queue):
                 del self._queues[key]
                 raise RuntimeError("KeyedBatcher.submit needs a running asyncio or trio loop")
         queue.append(waiter)

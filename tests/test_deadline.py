@@ -1,4 +1,5 @@
-"""Write timeouts on asyncio: one loop timer for every limit in force."""
+"""Write timeouts: on asyncio one loop timer for every limit in force; a cancel scope
+under trio."""
 
 from __future__ import annotations
 
@@ -6,16 +7,17 @@ import asyncio
 
 import pytest
 
-from noetic_scratchpad import _deadline
+from noetic_scratchpad import _runtime
+from noetic_scratchpad._runtime import _asyncio
 
 
-def _keeper() -> _deadline._Timekeeper:
-    return _deadline.timekeeper(asyncio.get_running_loop())
+def _keeper() -> _asyncio._Timekeeper:
+    return _asyncio.timekeeper(asyncio.get_running_loop())
 
 
 @pytest.mark.asyncio
 async def test_an_await_past_its_limit_raises_timeout_error_and_is_marked_expired() -> None:
-    limit = _deadline.limit(0.05)
+    limit = _asyncio.limit(0.05)
     started = asyncio.get_running_loop().time()
     with pytest.raises(TimeoutError), limit:
         await asyncio.sleep(10)
@@ -26,7 +28,7 @@ async def test_an_await_past_its_limit_raises_timeout_error_and_is_marked_expire
 
 @pytest.mark.asyncio
 async def test_an_await_within_its_limit_returns_and_leaves_nothing_behind() -> None:
-    limit = _deadline.limit(5)
+    limit = _asyncio.limit(5)
     with limit:
         await asyncio.sleep(0)
     assert not limit.expired
@@ -40,7 +42,7 @@ async def test_hundreds_of_limits_share_one_loop_timer() -> None:
     timers_before = len(loop._scheduled)  # type: ignore[attr-defined]  # asyncio's timer heap
 
     async def write() -> None:
-        with _deadline.limit(30):
+        with _asyncio.limit(30):
             await release.wait()
 
     tasks = [asyncio.create_task(write()) for _ in range(300)]
@@ -60,7 +62,7 @@ async def test_only_the_late_ones_expire_with_mixed_lengths_and_starts() -> None
 
     async def write(name: str, seconds: float, takes: float) -> None:
         try:
-            with _deadline.limit(seconds):
+            with _asyncio.limit(seconds):
                 await asyncio.sleep(takes)
             outcomes[name] = "done"
         except TimeoutError:
@@ -90,7 +92,7 @@ async def test_a_cancellation_from_elsewhere_stays_a_cancellation(expired_too: b
     limit has just expired too and it has not run since: turning that into a TimeoutError
     would swallow the outer cancellation."""
     entered = asyncio.Event()
-    limit = _deadline.limit(30)
+    limit = _asyncio.limit(30)
 
     async def write() -> None:
         with limit:
@@ -111,7 +113,7 @@ async def test_a_cancellation_from_elsewhere_stays_a_cancellation(expired_too: b
 @pytest.mark.asyncio
 async def test_a_limit_outside_a_task_says_so() -> None:
     async def no_task() -> None:
-        with _deadline.limit(1):
+        with _asyncio.limit(1):
             pass
 
     coroutine = no_task()
@@ -142,7 +144,7 @@ def test_a_finished_loop_is_not_kept_alive_by_its_timekeeper() -> None:
 
     async def write() -> None:
         loops.append(weakref.ref(asyncio.get_running_loop()))
-        with _deadline.limit(30):  # leaves a timer 30 s ahead in the loop
+        with _asyncio.limit(30):  # leaves a timer 30 s ahead in the loop
             await asyncio.sleep(0)
 
     for _ in range(5):
@@ -163,12 +165,12 @@ async def test_wait_for_gives_up_with_expired_and_lets_a_calls_own_timeout_throu
     async def quick() -> str:
         return "done"
 
-    with pytest.raises(_deadline.Expired):
-        await _deadline.wait_for(0.02, slow())
+    with pytest.raises(_runtime.Expired):
+        await _runtime.wait_for(0.02, slow())
     with pytest.raises(TimeoutError, match="the backend's own"):
-        await _deadline.wait_for(5, own_timeout())
-    assert await _deadline.wait_for(5, quick()) == "done"
-    assert await _deadline.wait_for(None, quick()) == "done"
+        await _runtime.wait_for(5, own_timeout())
+    assert await _runtime.wait_for(5, quick()) == "done"
+    assert await _runtime.wait_for(None, quick()) == "done"
     assert len(_keeper()) == 0
 
 
@@ -189,8 +191,8 @@ async def test_wait_for_arms_no_timer_for_a_call_that_never_suspends() -> None:
         await asyncio.sleep(0)
         return "later"
 
-    assert await _deadline.wait_for(5, immediate()) == "now"
-    assert await _deadline.wait_for(5, suspends_then_returns()) == "later"
+    assert await _runtime.wait_for(5, immediate()) == "now"
+    assert await _runtime.wait_for(5, suspends_then_returns()) == "later"
     assert in_force == [0, 1]
     assert len(_keeper()) == 0
 
@@ -198,9 +200,9 @@ async def test_wait_for_arms_no_timer_for_a_call_that_never_suspends() -> None:
         await asyncio.sleep(0)
         await asyncio.sleep(10)
 
-    with pytest.raises(_deadline.Expired):
-        await _deadline.wait_for(0.02, suspends_forever())
-    task = asyncio.ensure_future(_deadline.wait_for(5, suspends_forever()))
+    with pytest.raises(_runtime.Expired):
+        await _runtime.wait_for(0.02, suspends_forever())
+    task = asyncio.ensure_future(_runtime.wait_for(5, suspends_forever()))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -219,9 +221,9 @@ async def test_wait_for_under_trio_uses_a_cancel_scope(anyio_backend: str) -> No
     async def quick() -> str:
         return "done"
 
-    with anyio.fail_after(2), pytest.raises(_deadline.Expired):
-        await _deadline.wait_for(0.02, slow())
-    assert await _deadline.wait_for(5, quick()) == "done"
+    with anyio.fail_after(2), pytest.raises(_runtime.Expired):
+        await _runtime.wait_for(0.02, slow())
+    assert await _runtime.wait_for(5, quick()) == "done"
 
 
 @pytest.fixture

@@ -23,11 +23,11 @@ from noetic_scratchpad import (
     ExecutionContext,
     ScratchpadConflictError,
     StateDiscarded,
-    _deadline,
     _json,
     open_storage,
     scratchpad,
 )
+from noetic_scratchpad._runtime import _asyncio
 from noetic_scratchpad.layer import ScratchpadLayer
 from noetic_scratchpad.merge import merge_state
 from noetic_scratchpad.render import contains_float, dumps_pretty
@@ -479,13 +479,13 @@ async def test_only_a_write_that_suspends_looks_up_the_running_loop(
         handle = await scratchpad(write_timeout=30.0).open(backend, thread_id="t1")
         await handle.update({"goal": "warm up"})
         calls: list[Any] = []
-        lookup = _deadline.running_asyncio_loop
+        lookup = _asyncio.running_asyncio_loop
 
         def counting() -> Any:
             calls.append(None)
             return lookup()
 
-        monkeypatch.setattr(_deadline, "running_asyncio_loop", counting)
+        monkeypatch.setattr(_asyncio, "running_asyncio_loop", counting)
         await handle.update({"goal": "ship"})
         assert len(calls) == lookups
     finally:

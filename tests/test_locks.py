@@ -2,7 +2,7 @@
 
 Each behaviour is a scenario coroutine, run on asyncio (pytest-asyncio) by its own test and
 under trio by ``test_scenarios_under_trio``: the batcher runs on both (its only switch
-between them is in ``_background``).
+between them is in ``_runtime``).
 """
 
 from __future__ import annotations

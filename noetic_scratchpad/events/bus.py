@@ -1,14 +1,15 @@
 """``EventBus``: delivers events to subscribers and streams; every event is also logged.
 
 ``EventBus.emit`` is synchronous and never raises: sync handlers run inline, async handlers
-run in background tasks, and a handler that fails is logged and forgotten. A handler that
+run in the bus's own tasks (its :class:`~.._runtime.TaskOwner`: an object owning the bus may
+host them in its task group with ``bus.tasks.hosted_by(group)``), each in a cancel scope of
+its own, and a handler that fails is logged and forgotten. A handler that
 hangs holds up only itself, and only until ``handler_timeout``; ``drain`` and ``aclose``
 never wait longer than that for it, even if it ignores its cancellation.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from .._background import start_background
+from .._runtime import TaskOwner
 from .log import handler_name, handler_names, log_event, logger
 from .models import ScratchpadEvent
 
@@ -38,22 +39,15 @@ class _Run:
     handler: EventHandler
     #: ``time.monotonic()`` after which ``drain`` and ``aclose`` stop waiting for it.
     deadline: float
-    task: asyncio.Task[None] | None = None
     scope: anyio.CancelScope | None = None
     cancelled: bool = False
     reported: bool = False
 
     def cancel(self) -> None:
-        """Cancel the call: its cancel scope (asyncio and trio) and, on asyncio, its task.
-
-        A call whose task has not started yet notices ``cancelled`` and never starts.
-        """
+        """Cancel the call; one whose task has not started yet never starts."""
         self.cancelled = True
-        if self.scope is None:
-            return
-        self.scope.cancel()
-        if self.task is not None:
-            self.task.cancel()
+        if self.scope is not None:
+            self.scope.cancel()
 
 
 class EventBus:
@@ -68,6 +62,8 @@ class EventBus:
         self.handler_timeout = handler_timeout
         self._handlers: list[EventHandler] = []
         self._running: set[_Run] = set()
+        self.tasks = TaskOwner()
+        """Where async handlers run."""
         self._changed: anyio.Event | None = None
         self._streams: set[MemoryObjectSendStream[ScratchpadEvent]] = set()
         self._closed = False
@@ -212,31 +208,10 @@ class EventBus:
         return list(self._running)
 
     def _spawn(self, handler: EventHandler, awaitable: Awaitable[None]) -> None:
-        run_state = _Run(handler, time.monotonic() + self.handler_timeout + CLOSE_GRACE)
-
-        async def run() -> None:
-            try:
-                if run_state.cancelled:  # closed before this task got to start
-                    _discard(awaitable)
-                    return
-                with anyio.CancelScope() as run_state.scope:
-                    with anyio.fail_after(self.handler_timeout):
-                        await awaitable
-            except TimeoutError:
-                logger.error(
-                    "event handler timed out handler=%s timeout=%g",
-                    handler_name(handler),
-                    self.handler_timeout,
-                )
-            except Exception:
-                logger.exception("event handler failed handler=%s", handler_name(handler))
-            finally:
-                self._finished(run_state)
-
+        run = _Run(handler, time.monotonic() + self.handler_timeout + CLOSE_GRACE)
         # The task runs no sooner than the next checkpoint, so it is registered in time.
-        started, run_state.task = start_background(run)
-        if started:
-            self._running.add(run_state)
+        if self.tasks.start_soon(self._run, run, awaitable):
+            self._running.add(run)
         else:
             # emit from sync code or another thread: nothing could ever run the handler
             _discard(awaitable)
@@ -244,6 +219,23 @@ class EventBus:
                 "async event handler skipped: no event loop runs in this thread handler=%s",
                 handler_name(handler),
             )
+
+    async def _run(self, run: _Run, awaitable: Awaitable[None]) -> None:
+        try:
+            if not run.cancelled:
+                with anyio.CancelScope() as run.scope, anyio.fail_after(self.handler_timeout):
+                    await awaitable
+        except TimeoutError:
+            logger.error(
+                "event handler timed out handler=%s timeout=%g",
+                handler_name(run.handler),
+                self.handler_timeout,
+            )
+        except Exception:
+            logger.exception("event handler failed handler=%s", handler_name(run.handler))
+        finally:
+            _discard(awaitable)  # if it never started
+            self._finished(run)
 
     def _finished(self, run: _Run) -> None:
         if run in self._running:

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from .._background import Event, new_event
+from .._runtime import Event, new_event
 from .pipeline import Rewrite
 
 __all__ = ("MAX_REMEMBERED_CALLS", "CallClaim", "RecentCalls", "change_digest", "recent_calls")

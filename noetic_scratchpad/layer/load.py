@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
-from .. import _deadline
+from .. import _runtime
 from ..context import ExecutionContext
 from ..errors import StorageCorruptError, StorageError
 from ..events import StateDiscarded
@@ -67,8 +67,8 @@ async def _within_read_timeout(
 ) -> _T:
     timeout = pipeline.config.read_timeout
     try:
-        return await _deadline.wait_for(timeout, read)
-    except _deadline.Expired:
+        return await _runtime.wait_for(timeout, read)
+    except _runtime.Expired:
         raise StorageError(
             f"The scratchpad of scope {storage.scope_key!r} could not be loaded within "
             f"{timeout:g} s (read_timeout); nothing was changed. Check that the storage "

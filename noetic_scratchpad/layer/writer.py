@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .. import _deadline
+from .. import _runtime
 from ..context import ExecutionContext
 from ..errors import (
     ScratchpadConflictError,
@@ -139,7 +139,7 @@ class ScopeWriter:
                 attempt(Revision(base.state, base.revision))
                 revision, stored_at = None, base.revision  # its snapshots stay at the base's
             else:
-                committed = await _deadline.wait_for(
+                committed = await _runtime.wait_for(
                     self.pipeline.config.write_timeout,
                     self.storage.commit(STATE_KEY, attempt, keep=attempt.keep),
                 )
@@ -150,7 +150,7 @@ class ScopeWriter:
             error = self._failure(exc, source, call_id)
             if error is None:
                 raise
-            raise error from (None if isinstance(exc, _deadline.Expired) else exc)
+            raise error from (None if isinstance(exc, _runtime.Expired) else exc)
         # The transition's last run is the one committed: its state is what is stored.
         written = attempt.produced
         assert written is not None  # a commit ran the transition
@@ -222,7 +222,7 @@ class ScopeWriter:
             return ScratchpadCorruptStateError(message)
         if isinstance(exc, ScratchpadUpdateError | StorageError):
             return None
-        if isinstance(exc, _deadline.Expired):  # cut off: it may have landed or not
+        if isinstance(exc, _runtime.Expired):  # cut off: it may have landed or not
             return StorageOutcomeUnknownError(message)
         return StorageError(message)
 
@@ -352,7 +352,7 @@ def _refusal(
 ) -> tuple[str, str, Sequence[dict[str, Any]]] | None:
     """The one mapping of a failed write to (reason, message, errors); ``None`` for a
     cancellation or anything else that is not a failure of the write. ``timeout``: the
-    write deadline, which :class:`~.._deadline.Expired` says passed. The messages say what
+    write deadline, which :class:`~.._runtime.Expired` says passed. The messages say what
     happened, to no reader in particular (the model's text is rendered by its host)."""
     if isinstance(exc, ScratchpadUpdateError):
         return exc.reason, exc.message, exc.errors
@@ -363,7 +363,7 @@ def _refusal(
             "was not saved, and a retry would not be either.",
             [],
         )
-    if isinstance(exc, _deadline.Expired):
+    if isinstance(exc, _runtime.Expired):
         return (
             "timeout",
             f"The scratchpad did not answer within {timeout or 0:g} s, so the update may "

@@ -26,7 +26,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
-from .._background import start_background
+from .._runtime import start_background
 from ..events import EventBus
 from ..layer import ScratchpadLayer
 from ..storage import OwnedStorage, StorageBackend

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._background import running_async_library
+from .._runtime import running_async_library
 from ..errors import StorageConfigError
 from .base import (
     MAX_JOURNAL_LIMIT,

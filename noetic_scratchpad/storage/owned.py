@@ -8,17 +8,13 @@ closed). :class:`OwnedStorage` is that rule in one place.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 import anyio
 
-from .._background import start_background
+from .._runtime import TaskOwner
 from ..errors import ScratchpadConfigError
 from .base import StorageBackend
 from .redaction import redact_url
-
-if TYPE_CHECKING:
-    import asyncio
 
 __all__ = ("OwnedStorage", "StorageTypeError")
 
@@ -61,7 +57,8 @@ class OwnedStorage:
         """The URL for messages and ``repr``: a password, the query's values and a fragment
         are ``***``."""
         self._lock = anyio.Lock()
-        self._closing: set[asyncio.Task[None]] = set()  # asyncio holds its tasks weakly
+        self.tasks = TaskOwner()
+        """Where a close runs."""
 
     @property
     def owned(self) -> bool:
@@ -88,11 +85,11 @@ class OwnedStorage:
     async def aclose(self) -> None:
         """Close the backend if it was opened here; a borrowed one stays open.
 
-        The close runs in a task of its own, behind the lock :meth:`backend` opens under:
-        a backend still being opened is closed once it is, and cancelling the caller (a
-        timeout, ``task.cancel()``, an anyio cancel scope) only ends its wait, never leaves
-        the backend open or half closed. A close that fails raises here (is logged when
-        the caller no longer waits).
+        The close runs in a task of its own (:attr:`tasks`), behind the lock
+        :meth:`backend` opens under: a backend still being opened is closed once it is, and
+        cancelling the caller (a timeout, ``task.cancel()``, an anyio cancel scope) only
+        ends its wait, never leaves the backend open or half closed. A close that fails
+        raises here (is logged when the caller no longer waits).
         """
         if not self.owned:
             return
@@ -110,8 +107,7 @@ class OwnedStorage:
             finally:
                 done.set()
 
-        started, _ = start_background(close, tasks=self._closing)
-        if not started:  # no loop to start a task on (a coroutine driven by hand)
+        if not self.tasks.start_soon(close):  # no loop to start a task on (driven by hand)
             await close()
         try:
             await done.wait()

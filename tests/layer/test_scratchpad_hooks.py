@@ -24,7 +24,7 @@ from noetic_scratchpad import (
     ViewTruncated,
     scratchpad,
 )
-from noetic_scratchpad._background import running_asyncio_loop
+from noetic_scratchpad._runtime import running_asyncio_loop
 from noetic_scratchpad.items import FunctionCall, FunctionCallOutput, Message
 from noetic_scratchpad.merge import merge_state
 from noetic_scratchpad.render import render_view

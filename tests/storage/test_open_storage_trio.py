@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from noetic_scratchpad import StorageConfigError, open_storage
-from noetic_scratchpad._background import running_async_library
+from noetic_scratchpad._runtime import running_async_library
 from noetic_scratchpad.storage import MemoryStorage
 
 pytestmark = pytest.mark.anyio

@@ -1,13 +1,13 @@
-"""Timeouts for many concurrent awaits on asyncio, sharing one loop timer.
+"""The asyncio fast path: asyncio's own event, and timeouts that share one loop timer.
 
 ``asyncio.timeout()`` schedules a timer per call, and asyncio keeps timers in a heap whose
 comparisons run in Python: with a hundred writes in flight, the write timeout was a
 quarter of a write's event-loop CPU. Here the limits in force on a loop are kept per
 timeout length, oldest first (so in deadline order), and one timer wakes at the earliest
 deadline, cancels the tasks whose time is up and sleeps until the next one.
-
-:func:`wait_for` bounds one await on either loop: through a :class:`Limit` on asyncio, and
-through anyio's cancel scope under trio. Which loop runs, :mod:`._background` says.
+:func:`wait_for` arms its limit only once the call first suspends: a call that never does
+(memory storage) pays for no timer and no loop lookup. What this buys over
+:mod:`._anyio` on asyncio, docs/benchmarks.md shows.
 """
 
 from __future__ import annotations
@@ -15,21 +15,41 @@ from __future__ import annotations
 import asyncio
 import types
 import weakref
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
 from typing import Any, TypeVar
 
-import anyio
+from ._base import Event, Expired
 
-from ._background import running_asyncio_loop, running_trio
-
-__all__ = ("Expired", "Limit", "limit", "wait_for")
+__all__ = ("Limit", "limit", "new_event", "running_asyncio_loop", "start_task", "wait_for")
 
 T = TypeVar("T")
 
+#: ``running_asyncio_loop()``: the asyncio loop running in this thread; ``None`` when none
+#: does (under trio, or with no loop at all). The private getter itself, not a wrapper: it
+#: runs on every timed storage call, and it returns ``None`` where ``get_running_loop``
+#: raises, which would cost more per call.
+running_asyncio_loop: Callable[[], asyncio.AbstractEventLoop | None] = asyncio._get_running_loop  # noqa: SLF001
 
-class Expired(Exception):
-    """:func:`wait_for` gave up: the call took longer than its limit."""
+
+def new_event() -> Event:
+    """asyncio's event: ``anyio.Event()`` looks up the running library first, which costs
+    ten times the event itself (one is made for every storage write)."""
+    return asyncio.Event()
+
+
+def start_task(
+    loop: asyncio.AbstractEventLoop,
+    tasks: set[asyncio.Task[None]],
+    fn: Callable[..., Awaitable[None]],
+    args: tuple[Any, ...],
+) -> asyncio.Task[None]:
+    """``fn(*args)`` in a task of its own, held in ``tasks`` until it ends (asyncio holds
+    tasks weakly). Arguments, not a closure: a write batch starts this way."""
+    task: asyncio.Task[None] = loop.create_task(fn(*args))  # type: ignore[arg-type]  # a coroutine
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+    return task
 
 
 class Limit:
@@ -168,7 +188,7 @@ def timekeeper(loop: asyncio.AbstractEventLoop) -> _Timekeeper:
 
 def limit(seconds: float) -> Limit | None:
     """A :class:`Limit` of ``seconds`` on the running asyncio loop; ``None`` when no
-    asyncio loop runs in this thread (under trio: use anyio's cancel scopes)."""
+    asyncio loop runs in this thread."""
     loop = running_asyncio_loop()
     return None if loop is None else Limit(timekeeper(loop), loop, seconds)
 
@@ -185,10 +205,6 @@ async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:
     """
     if seconds is None:
         return await pending
-    if running_trio():  # anyio's cancel scope, entered before the call's own scopes nest in it
-        with anyio.move_on_after(seconds):
-            return await pending
-        raise Expired
     steps = pending.__await__()
     try:
         yielded = steps.send(None)
@@ -203,7 +219,7 @@ def _bounded(steps: Generator[Any, Any, T], yielded: Any, seconds: float) -> Gen
     """The rest of an await that has suspended, under a :class:`Limit` armed now: what
     ``yield from`` does from its second step, in one generator (it runs on every resume)."""
     bound = limit(seconds)
-    assert bound is not None  # an asyncio loop runs: wait_for sent trio elsewhere
+    assert bound is not None  # the caller chose this module: an asyncio loop runs
     try:
         with bound:
             while True:
