@@ -1,0 +1,130 @@
+"""What the asyncio fast path buys: the full path with it on and off, on asyncio, in one run.
+
+``python -m benchmarks.runtime_paths [--quick]``. Each workload runs twice per repetition,
+interleaved: with ``_runtime.FAST_PATH`` on (asyncio's event, the shared-timer write
+timeout, a task per background job) and off (anyio's event and cancel scope, background
+jobs in a task group of their owner's): (1) recall + one update on memory, (2) one
+uncontended update on SQLite, (3) 100 concurrent writers on one scope and on 100 scopes.
+Prints medians, ranges and the ratio off/on (above 1: the fast path is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from noetic_scratchpad import _runtime, open_storage
+
+from ._harness import (
+    BIG_BUDGET,
+    Counter,
+    EventTally,
+    Stats,
+    bench_layer,
+    interleaved,
+    make_document,
+    micros_per_op,
+    open_scope,
+    turn_update,
+)
+from .sqlite_concurrent import WRITERS, run_writers, writer_update
+
+Sample = Callable[[], Awaitable[float]]
+
+
+def with_fast_path(on: bool, sample: Sample) -> Sample:
+    async def run() -> float:
+        _runtime.FAST_PATH = on
+        try:
+            return await sample()
+        finally:
+            _runtime.FAST_PATH = True
+
+    return run
+
+
+async def measure(title: str, unit: str, sample: Sample, reps: int) -> None:
+    results: dict[str, Stats] = await interleaved(
+        {"fast path": with_fast_path(True, sample), "generic": with_fast_path(False, sample)},
+        reps,
+    )
+    fast, generic = results["fast path"], results["generic"]
+    pairs = sorted(g / f for g, f in zip(generic.samples, fast.samples, strict=True))
+    if unit == "updates/s":  # a rate: the slower path has the smaller figure
+        pairs = sorted(1 / pair for pair in pairs)
+    ratio = generic.median / fast.median if unit != "updates/s" else fast.median / generic.median
+    print(
+        f"{title}\n  fast path: {fast.median:,.1f} {unit} [{fast.min:,.1f} - {fast.max:,.1f}]"
+        f"\n  generic:   {generic.median:,.1f} {unit} [{generic.min:,.1f} - {generic.max:,.1f}]"
+        f"\n  cost of the generic path: {ratio:.2f}x (per rep {pairs[0]:.2f}-{pairs[-1]:.2f})",
+        flush=True,
+    )
+
+
+async def main(quick: bool) -> None:
+    reps = 3 if quick else 15
+    doc = make_document(5_500)
+    layer = bench_layer()
+    counter = Counter()
+
+    memory = await open_storage("memory://")
+    handle = await open_scope(memory, layer, "overhead", EventTally(), seed=doc)
+    n = 300 if quick else 2_000
+
+    async def turn(i: int) -> None:
+        await layer.recall(state=handle.state, budget=BIG_BUDGET, ctx=handle.ctx)
+        await handle.update(turn_update(i))
+
+    async def memory_sample() -> float:
+        return await micros_per_op(turn, n, counter.next(n))
+
+    await measure("(1) recall + one update, memory://", "µs/turn", memory_sample, reps)
+    await memory.aclose()
+
+    with tempfile.TemporaryDirectory() as workdir:
+        sqlite = await open_storage(f"sqlite:///{Path(workdir) / 'pad.db'}")
+        single = await open_scope(sqlite, layer, "single", EventTally(), seed=doc)
+        m = 100 if quick else 500
+
+        async def update(i: int) -> None:
+            await single.update(turn_update(i))
+
+        async def single_sample() -> float:
+            return await micros_per_op(update, m, counter.next(m))
+
+        await measure("(2) one uncontended update, SQLite", "µs/update", single_sample, reps)
+
+        for many in (False, True):
+            tally = EventTally()
+
+            async def concurrent_sample(many: bool = many, tally: EventTally = tally) -> float:
+                tag = f"c{counter.next()}"
+                scopes = [f"{tag}-{w}" if many else tag for w in range(WRITERS)]
+                handles: list[Any] = [
+                    await open_scope(
+                        sqlite, layer, scope, tally, seed=doc if many or not w else None
+                    )
+                    for w, scope in enumerate(scopes)
+                ]
+
+                async def write(w: int, j: int) -> None:
+                    await handles[w].update(writer_update(w, j))
+
+                seconds, acked = await run_writers(write, 2 if quick else 3)
+                return acked / seconds
+
+            scopes = "100 scopes" if many else "ONE scope"
+            await measure(
+                f"(3) 100 writers on {scopes}, SQLite", "updates/s", concurrent_sample, reps
+            )
+        await sqlite.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small samples (seconds)")
+    asyncio.run(main(parser.parse_args().quick))
