@@ -4,11 +4,12 @@ group of the owner's), on asyncio with the fast path on and off, and under trio.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import anyio
 import pytest
 
-from noetic_scratchpad import _runtime
+from noetic_scratchpad import _runtime, open_storage
 from noetic_scratchpad._runtime import TaskOwner
 from noetic_scratchpad.events import EventBus, StateDiscarded
 from noetic_scratchpad.locks import KeyedBatcher
@@ -175,3 +176,16 @@ async def test_storage_opened_in_one_task_is_written_and_closed_from_others(
             group.start_soon(owned.aclose)
     assert opened
     assert owned.opened is None
+
+
+@pytest.mark.asyncio
+async def test_a_sqlite_backend_writes_in_a_lent_group(tmp_path: Path) -> None:
+    """``backend.tasks`` lends a backend's writes to an owner's group."""
+    backend = await open_storage(f"sqlite:///{tmp_path / 'pad.db'}")
+    try:
+        async with anyio.create_task_group() as group:
+            with backend.tasks.hosted_by(group):  # type: ignore[attr-defined]
+                await backend.set("k", {"n": 1})
+                assert await backend.get("k") == {"n": 1}
+    finally:
+        await backend.aclose()

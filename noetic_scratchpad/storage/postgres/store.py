@@ -70,6 +70,9 @@ class PostgresStorage(StorageBackend):
         self._batcher: KeyedBatcher[str, CommitJob, Any] = KeyedBatcher(
             self._run_batch, max_batch=max_batch
         )
+        self.tasks = self._batcher.tasks
+        """Where the writes run: an object owning this backend may lend them its task
+        group (``with backend.tasks.hosted_by(group):``)."""
         self._sql = TableSql(
             settings.quoted_table, settings.quoted_journal_table, settings.quoted_retired_table
         )

@@ -126,6 +126,9 @@ class RedisStorage(StorageBackend):
         self._batcher: KeyedBatcher[str, _Job, Any] = KeyedBatcher(
             self._run_batch, max_batch=max_batch
         )
+        self.tasks = self._batcher.tasks
+        """Where the writes run: an object owning this backend may lend them its task
+        group (``with backend.tasks.hosted_by(group):``)."""
 
     @classmethod
     async def open(

@@ -80,6 +80,9 @@ class SqliteStorage(StorageBackend):
         self._batcher: KeyedBatcher[None, Job, Any] = KeyedBatcher(
             self._run_batch, max_batch=options.max_batch
         )
+        self.tasks = self._batcher.tasks
+        """Where the writes run: an object owning this backend may lend them its task
+        group (``with backend.tasks.hosted_by(group):``)."""
         self._closed = False
 
     def __repr__(self) -> str:
