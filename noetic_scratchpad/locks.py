@@ -5,14 +5,13 @@ worker task for it; the worker takes everything queued (up to ``max_batch``) as 
 runs it, hands each job its own outcome, and repeats until the queue is empty, when the
 key is forgotten, so the registry does not grow with the number of scopes ever seen.
 
-The worker is a task of the batcher's own (its :class:`~._runtime.TaskOwner`, which an owner
-object may host in its task group: ``batcher.tasks.hosted_by(group)``), never a caller's:
-cancelling a caller (a timeout, ``task.cancel()``, an anyio cancel scope) only ends that
-caller's wait. A job
-cancelled while still queued is removed and never runs; one already in a running batch
-runs to the end (its write may land), and the other jobs of that batch get their results
-as if nothing happened. Each caller gets its result only after its batch has finished
-(for storage: after the commit).
+The worker is a task of the batcher's own (its :class:`~._runtime.TaskOwner`, which an
+owning object may host in its task group: ``batcher.tasks.hosted_by(group)``), never a
+caller's: cancelling a caller (a timeout, ``task.cancel()``, an anyio cancel scope) only ends
+that caller's wait. A job cancelled while still queued is removed and never runs; one
+already in a running batch runs to the end (its write may land), and the other jobs of that
+batch get their results as if nothing happened. Each caller gets its result only after its
+batch has finished (for storage: after the commit).
 """
 
 from __future__ import annotations

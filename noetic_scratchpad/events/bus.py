@@ -3,9 +3,9 @@
 ``EventBus.emit`` is synchronous and never raises: sync handlers run inline, async handlers
 run in the bus's own tasks (its :class:`~.._runtime.TaskOwner`: an object owning the bus may
 host them in its task group with ``bus.tasks.hosted_by(group)``), each in a cancel scope of
-its own, and a handler that fails is logged and forgotten. A handler that
-hangs holds up only itself, and only until ``handler_timeout``; ``drain`` and ``aclose``
-never wait longer than that for it, even if it ignores its cancellation.
+its own, and a handler that fails is logged and forgotten. A handler that hangs holds up
+only itself, and only until ``handler_timeout``; ``drain`` and ``aclose`` never wait longer
+than that for it, even if it ignores its cancellation.
 """
 
 from __future__ import annotations
