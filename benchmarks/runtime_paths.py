@@ -6,8 +6,10 @@ timeout, a task per background job) and off (anyio's event and cancel scope, bac
 jobs in a task group of their owner's): (1) recall + one update on memory, (2) one
 uncontended update on SQLite, (3) 100 concurrent writers on one scope and on 100 scopes.
 On SQLite also with the fast path and the batcher's tasks in a task group lent to the
-backend (``backend.tasks.hosted_by(group)``, as an owning object does). Prints medians,
-ranges and each variant's cost against the fast path (above 1: the fast path is faster).
+backend (``backend.tasks.hosted_by(group)``, as an owning object does). The figure is the
+process's CPU time per update (every thread: the event loop's and SQLite's), so that other
+work on a shared machine moves it less than it moves wall time. Prints medians, ranges and
+each variant's cost against the fast path (above 1: the fast path is cheaper).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -31,7 +34,6 @@ from ._harness import (
     bench_layer,
     interleaved,
     make_document,
-    micros_per_op,
     open_scope,
     turn_update,
 )
@@ -64,6 +66,14 @@ def in_lent_group(owner: Any, sample: Sample) -> Sample:
     return run
 
 
+async def cpu_micros_per_op(op: Callable[[int], Awaitable[Any]], n: int, start: int) -> float:
+    """The process's CPU microseconds per ``await op(i)``, over ``n`` sequential calls."""
+    begin = time.process_time()
+    for i in range(start, start + n):
+        await op(i)
+    return (time.process_time() - begin) / n * 1e6
+
+
 async def measure(title: str, unit: str, sample: Sample, reps: int, owner: Any = None) -> None:
     variants = {"fast path": with_fast_path(True, sample), "generic": with_fast_path(False, sample)}
     if owner is not None:
@@ -77,8 +87,6 @@ async def measure(title: str, unit: str, sample: Sample, reps: int, owner: Any =
         other = results[name]
         pairs = sorted(o / f for o, f in zip(other.samples, fast.samples, strict=True))
         ratio = other.median / fast.median
-        if unit == "updates/s":  # a rate: the slower path has the smaller figure
-            pairs, ratio = sorted(1 / pair for pair in pairs), 1 / ratio
         print(f"  cost of {name}: {ratio:.2f}x (per rep {pairs[0]:.2f}-{pairs[-1]:.2f})")
 
 
@@ -97,9 +105,9 @@ async def main(quick: bool) -> None:
         await handle.update(turn_update(i))
 
     async def memory_sample() -> float:
-        return await micros_per_op(turn, n, counter.next(n))
+        return await cpu_micros_per_op(turn, n, counter.next(n))
 
-    await measure("(1) recall + one update, memory://", "µs/turn", memory_sample, reps)
+    await measure("(1) recall + one update, memory://", "CPU µs/turn", memory_sample, reps)
     await memory.aclose()
 
     with tempfile.TemporaryDirectory() as workdir:
@@ -111,11 +119,10 @@ async def main(quick: bool) -> None:
             await single.update(turn_update(i))
 
         async def single_sample() -> float:
-            return await micros_per_op(update, m, counter.next(m))
+            return await cpu_micros_per_op(update, m, counter.next(m))
 
-        await measure(
-            "(2) one uncontended update, SQLite", "µs/update", single_sample, reps, sqlite.tasks
-        )
+        title = "(2) one uncontended update, SQLite"
+        await measure(title, "CPU µs/update", single_sample, reps, sqlite.tasks)
 
         for many in (False, True):
             tally = EventTally()
@@ -133,12 +140,13 @@ async def main(quick: bool) -> None:
                 async def write(w: int, j: int) -> None:
                     await handles[w].update(writer_update(w, j))
 
-                seconds, acked = await run_writers(write, 2 if quick else 3)
-                return acked / seconds
+                begin = time.process_time()
+                _, acked = await run_writers(write, 2 if quick else 3)
+                return (time.process_time() - begin) / acked * 1e6
 
             scopes = "100 scopes" if many else "ONE scope"
             title = f"(3) 100 writers on {scopes}, SQLite"
-            await measure(title, "updates/s", concurrent_sample, reps, sqlite.tasks)
+            await measure(title, "CPU µs/update", concurrent_sample, reps, sqlite.tasks)
         await sqlite.aclose()
 
 
