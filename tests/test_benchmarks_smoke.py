@@ -32,6 +32,11 @@ EXPECTED = {
     "journal_peer_workload",
     "journal_postgres_single",
     "journal_storage",
+    "prompt_cache_harness_responses",
+    "prompt_cache_harness_chat",
+    "prompt_cache_harness_anthropic",
+    "prompt_cache_pydantic_ai",
+    "prompt_cache_agents_sdk",
 }
 # Where threads can be pinned, (2) and the journal's (2) also report the unpinned run.
 UNPINNED = {"sqlite_single_unpinned", "journal_sqlite_single_unpinned"}

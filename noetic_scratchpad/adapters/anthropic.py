@@ -2,8 +2,11 @@
 
 Builds plain dicts in the shapes of the ``anthropic`` SDK's ``ToolParam`` and
 ``MessageParam`` and reads its ``Message`` objects (or their dicts); never imports the SDK.
-The Messages API has no developer role: system and developer messages (the instructions
-and the layers' recall, such as the ``<scratchpad>`` block) go to ``system``, in order.
+The Messages API has no developer role and one system prompt, before the messages: the
+system and developer messages that open a request (the instructions, and the layers' recall
+with ``placement="start"``) go to ``system``, in order; one that comes after the
+conversation has begun (the ``<scratchpad>`` block with ``placement="end"``) goes where it
+is, as a text block of the user's turn, so the cached prefix before it stays unchanged.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ def anthropic_messages(
     """``(system, messages)`` for ``client.messages.create``.
 
     Consecutive blocks of one role share a message, tool calls become ``tool_use`` blocks
-    of the assistant and their outputs ``tool_result`` blocks of the user.
+    of the assistant and their outputs ``tool_result`` blocks of the user. System and
+    developer messages go to ``system`` until the conversation begins; later ones are text
+    of the user's turn where they stand.
     """
     system: list[str] = []
     messages: list[dict[str, Any]] = []
@@ -55,8 +60,11 @@ def anthropic_messages(
 
     for item in items:
         if isinstance(item, Message):
-            if item.role in ("system", "developer"):
+            if item.role in ("system", "developer") and not messages:
                 system.append(item.content)
+            elif item.role in ("system", "developer"):
+                if item.content:
+                    add("user", {"type": "text", "text": item.content})
             elif item.content:  # the API refuses empty text blocks
                 add(item.role, {"type": "text", "text": item.content})
         elif isinstance(item, FunctionCall):

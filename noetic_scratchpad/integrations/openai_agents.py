@@ -4,11 +4,14 @@
 
     notes = Scratchpad(storage="sqlite:///scratchpad.db", schema=TaskNotes)
     agent = Agent(name="Engineer", instructions=notes.instructions("You are ..."),
-                  tools=[notes.tool])
-    result = await Runner.run(agent, "Fix the login bug", context={"thread_id": "ticket-42"})
+                  tools=notes.tools)
+    result = await Runner.run(agent, "Fix the login bug", context={"thread_id": "ticket-42"},
+                              run_config=RunConfig(call_model_input_filter=notes.input_filter))
 
 The instructions function appends the ``<scratchpad>`` block, re-read from storage, to the
-agent's instructions on every model call; the tool merges the model's update into it.
+agent's instructions on every model call; with ``placement="end"`` (the default) the input
+filter moves it to the end of the model's input, after the conversation, so a provider's
+prompt cache survives a change of the notes. The tool merges the model's update into it.
 The scope (thread, optional resource) comes from the run's context. Needs the extra:
 ``pip install "noetic-scratchpad[openai-agents]"``.
 """
@@ -17,12 +20,15 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
 try:
     from agents import Agent, FunctionTool, RunContextWrapper
+    from agents.items import TResponseInputItem
+    from agents.run_config import CallModelData, ModelInputData
     from agents.tool_context import ToolContext
 except ImportError as exc:  # the extra is not installed, or the SDK cannot load
     raise ImportError(
@@ -35,6 +41,7 @@ from ..core import RunScope, ScratchpadCore, as_scope
 from ..errors import ScratchpadConfigError
 from ..events import EventBus
 from ..layer import HostTool, ScratchpadHandle, ScratchpadLayer, scratchpad
+from ..placement import DEFAULT_PLACEMENT, Placement, check_placement, without_block
 from ..storage import StorageBackend
 
 __all__ = (
@@ -50,6 +57,10 @@ __all__ = (
 DEFAULT_TOOL_NAME = "scratchpad_update"
 #: The edit tool's default name (offered with ``edit_tool=True``).
 DEFAULT_EDIT_TOOL_NAME = "scratchpad_edit"
+
+#: Instructions remembered with their block, for :meth:`Scratchpad.input_filter` to move
+#: it; the least recently built go first.
+_MAX_PLACED = 256
 
 InstructionsFn = Callable[[RunContextWrapper[Any], Agent[Any]], Awaitable[str] | str]
 
@@ -88,8 +99,10 @@ class Scratchpad:
     from its ``RunContextWrapper`` (default :func:`scope_from_context`). ``events``: a bus
     to report on (default, one of its own at :attr:`events`). ``budget``: the block's
     token budget (default, the layer's). ``tool_name``, ``edit_tool_name``: the tools'
-    names (the edit tool is offered with ``edit_tool=True``). ``max_scopes`` is
-    deprecated and does nothing: no handle is kept between calls.
+    names (the edit tool is offered with ``edit_tool=True``). ``placement``: ``"end"``
+    (default), the block moved by :meth:`input_filter` to the end of the model's input;
+    ``"start"``, the block left in the instructions. ``max_scopes`` is deprecated and does
+    nothing: no handle is kept between calls.
 
     A thin adapter over a :class:`~noetic_scratchpad.core.ScratchpadCore` (at
     :attr:`core`), which owns the storage and the bus, applies the tool calls and writes
@@ -109,6 +122,7 @@ class Scratchpad:
         edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
         budget: int | None = None,
         max_scopes: int | None = None,
+        placement: Placement = DEFAULT_PLACEMENT,
         **options: Any,
     ) -> None:
         if layer is not None and options:
@@ -131,8 +145,13 @@ class Scratchpad:
         """What owns the storage and the bus and applies the calls."""
         self.layer = self.core.scratchpad()
         self.scope_from = scope_from
+        self.placement = check_placement(placement)
         self.budget = budget
         self.storage_url = self.core.storage_url  # secrets hidden: it is shown in repr
+        # The instructions last built with a block, and that block: what input_filter moves.
+        self._placed: OrderedDict[str, str] = OrderedDict()
+        self._filtered = False  # input_filter has run: the block can be moved
+        self._unfiltered_calls = 0
         self._names = {"update": tool_name, "edit": edit_tool_name}
         self.tools: list[FunctionTool] = [
             self._build_tool(tool) for tool in self.core.tools(self._names)
@@ -188,9 +207,44 @@ class Scratchpad:
             if inspect.isawaitable(text):
                 text = await text
             block = await self.block(run_context)
-            return "\n\n".join(part for part in (text, block) if part)
+            built = "\n\n".join(part for part in (text, block) if part)
+            if block and self.placement == "end":
+                self._remember_placed(built, block)
+            return built
 
         return instructions
+
+    def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+        """``RunConfig(call_model_input_filter=notes.input_filter)``: with ``placement="end"``,
+        moves the block from the end of the instructions to the end of the model's input (a
+        developer message after the conversation). Only the request carries it: the run's
+        items keep none. Instructions it did not build pass unchanged, and so does all of it
+        with ``placement="start"``. To chain another filter, call it on what this returns.
+        """
+        self._filtered = True
+        model_data = data.model_data
+        instructions = model_data.instructions
+        block = self._placed.get(instructions) if instructions else None
+        rest = without_block(instructions, block) if instructions and block else None
+        if block is None or rest is None:
+            return model_data
+        message: TResponseInputItem = {"role": "developer", "content": block}
+        return ModelInputData(input=[*model_data.input, message], instructions=rest or None)
+
+    def _remember_placed(self, instructions: str, block: str) -> None:
+        self._placed[instructions] = block
+        self._placed.move_to_end(instructions)
+        while len(self._placed) > _MAX_PLACED:
+            self._placed.popitem(last=False)
+        if not self._filtered:
+            self._unfiltered_calls += 1
+            if self._unfiltered_calls == 2:  # once: the first call of a run cannot know yet
+                logger.warning(
+                    "the scratchpad's block stays in the instructions, before the "
+                    "conversation: run with RunConfig(call_model_input_filter=notes."
+                    "input_filter) to move it after the conversation (placement='end'), or "
+                    "build Scratchpad(placement='start') to keep it there"
+                )
 
     def _check_tools(self, agent: Agent[Any]) -> None:
         """Refuse an agent that was given some of the scratchpad's tools but not all: with

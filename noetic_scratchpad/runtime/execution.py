@@ -15,6 +15,7 @@ from ..context import ExecutionContext
 from ..errors import MaxStepsExceededError
 from ..items import FunctionCall, Item, LLMResponse, Message
 from ..layer import ContextLayer, LayerHandle
+from ..placement import DEFAULT_PLACEMENT, Placement, arrange
 from ..storage import ScopedStorage
 from .model import ModelRequest, ToolSpec, ToolsRenamed, as_response
 from .toolcalls import LayerTool, ToolCalls
@@ -127,6 +128,7 @@ class Execution:
         layer_tools: Mapping[str, LayerTool],
         toolset: Toolset,
         params: dict[str, Any],
+        placement: Placement = DEFAULT_PLACEMENT,
     ) -> None:
         self.name = name
         self.agent = agent
@@ -136,6 +138,7 @@ class Execution:
         self.layer_tools = layer_tools
         self.toolset = toolset
         self.params = params
+        self.placement = placement
 
     async def run(self, input: str | Sequence[Item], parent: ExecutionContext | None) -> RunResult:
         """Init the layers (and apply ``parent``'s spawn), then step until the model answers
@@ -173,13 +176,11 @@ class Execution:
         query: str,
         conversation: list[Item],
     ) -> LLMResponse:
-        """Call the model with the instructions, the layers' recall and the conversation."""
+        """Call the model with the instructions, the conversation and the layers' recall,
+        the recall where ``placement`` puts it (after the conversation by default)."""
+        blocks = await self.stack.recall(self.ctx, states, query)
         request = ModelRequest(
-            items=[
-                *_instructions(self.agent),
-                *await self.stack.recall(self.ctx, states, query),
-                *conversation,
-            ],
+            items=arrange(_instructions(self.agent), blocks, conversation, self.placement),
             tools=list(specs),
             step=step,
             thread_id=self.ctx.thread_id,

@@ -18,6 +18,7 @@ from ..errors import ScratchpadConfigError
 from ..events import EventBus
 from ..items import Item
 from ..layer import ContextLayer
+from ..placement import DEFAULT_PLACEMENT, Placement, check_placement
 from ..render import Tokenizer
 from ..storage import OwnedStorage, ScopedStorage, StorageBackend
 from .budgets import split_budget
@@ -44,7 +45,10 @@ class AgentHarness(LayerStates):
 
     ``context_budget`` is the number of tokens all layers' recall may use together; it is
     split across the layers by their budgets (see :func:`split_budget`). ``max_steps`` is
-    the default step limit of a run.
+    the default step limit of a run. ``placement`` is where the layers' blocks go in each
+    request: ``"end"`` (default), after the conversation, so a provider's prompt cache
+    survives a change of the notes; ``"start"``, between the instructions and the
+    conversation (see :mod:`noetic_scratchpad.placement`).
     """
 
     def __init__(
@@ -59,6 +63,7 @@ class AgentHarness(LayerStates):
         max_steps: int = DEFAULT_MAX_STEPS,
         events: EventBus | None = None,
         tokenize: Tokenizer | None = None,
+        placement: Placement = DEFAULT_PLACEMENT,
     ) -> None:
         if context_budget < 0:
             raise ScratchpadConfigError(f"context_budget must be >= 0, not {context_budget}")
@@ -70,6 +75,7 @@ class AgentHarness(LayerStates):
         self.layers: list[ContextLayer] = sorted(context_layers, key=lambda layer: layer.slot)
         self.context_budget = context_budget
         self.max_steps = max_steps
+        self.placement = check_placement(placement)
         self.events = events or EventBus()
         self._owns_events = events is None  # its own bus is closed by aclose()
         self.tokenize = tokenize
@@ -205,6 +211,7 @@ class AgentHarness(LayerStates):
             layer_tools=self._layer_tools,
             toolset=self._tools_for,
             params=self.params,
+            placement=self.placement,
         )
         return await execution.run(input, parent)
 

@@ -116,6 +116,30 @@ def test_messages_put_instructions_in_system_and_alternate_roles() -> None:
     ]
 
 
+def test_a_developer_message_after_the_conversation_is_user_text_where_it_stands() -> None:
+    """Only the system and developer messages that open a request go to ``system``: the
+    block after the conversation (``placement="end"``) stays last, as text of the user's
+    turn, so ``system`` and the messages before it are the same from request to request."""
+    block = "<scratchpad>\nx\n</scratchpad>"
+    system, messages = anthropic_messages(
+        [
+            Message(role="system", content="Be brief."),
+            Message(role="user", content="hi"),
+            FunctionCall(call_id="tu_1", name="scratchpad/update", arguments='{"a": 1}'),
+            FunctionCallOutput(call_id="tu_1", output="ok"),
+            Message(role="developer", content=block),
+        ],
+        NAMES,
+    )
+    assert system == "Be brief."
+    assert all(valid_message(message) for message in messages)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "tu_1", "content": "ok", "is_error": False},
+        {"type": "text", "text": block},
+    ]
+
+
 def message_payload(content: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "id": "msg_1",
@@ -153,9 +177,12 @@ def test_parse_message_maps_tool_use_back() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_run_through_the_messages_api() -> None:
+@pytest.mark.parametrize("placement", ["end", "start", None])
+async def test_a_run_through_the_messages_api(placement: str | None) -> None:
     """The harness drives the real ``AsyncAnthropic``: a rejected update comes back as a
-    ``tool_result`` with ``is_error``, the corrected one lands, the block is in ``system``."""
+    ``tool_result`` with ``is_error``, the corrected one lands. The block is the user turn's
+    last text, after the tool results, by default (``placement="end"``), and keeps
+    ``system`` the instructions alone; with ``placement="start"`` it is in ``system``."""
     answers = [
         message_payload(
             [
@@ -196,6 +223,7 @@ async def test_a_run_through_the_messages_api() -> None:
         Agent(model=AnthropicModel(client, "test-model", max_tokens=256), instructions="Be brief."),
         {},
         [scratchpad(schema=TaskNotes)],
+        **({} if placement is None else {"placement": placement}),  # type: ignore[arg-type]
     )
     async with harness:
         result = await harness.run("go", thread_id="t")
@@ -211,10 +239,16 @@ async def test_a_run_through_the_messages_api() -> None:
     assert rejected["type"] == "tool_result"
     assert rejected["is_error"] is True
     assert "blockers: Input should be a valid list" in rejected["content"]
-    assert (
-        sent[2]["system"]
-        == 'Be brief.\n\n<scratchpad>\n{\n  "blockers": [\n    "x"\n  ]\n}\n</scratchpad>'
-    )
+    block = '<scratchpad>\n{\n  "blockers": [\n    "x"\n  ]\n}\n</scratchpad>'
+    if placement == "start":
+        assert sent[2]["system"] == f"Be brief.\n\n{block}"
+        assert block not in json.dumps(sent[2]["messages"])
+    else:
+        assert sent[2]["system"] == "Be brief."
+        assert [m["role"] for m in sent[2]["messages"]] == ["user", "assistant"] * 2 + ["user"]
+        [result_block, text_block] = sent[2]["messages"][-1]["content"]
+        assert (result_block["type"], result_block["tool_use_id"]) == ("tool_result", "tu_2")
+        assert text_block == {"type": "text", "text": block}
 
 
 @pytest.mark.asyncio

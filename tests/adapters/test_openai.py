@@ -236,10 +236,12 @@ ModelFactory = Callable[[Any], Any]
 
 
 @pytest.mark.asyncio
-async def test_a_run_through_the_responses_api() -> None:
+@pytest.mark.parametrize("placement", ["end", "start", None])
+async def test_a_run_through_the_responses_api(placement: str | None) -> None:
     """The harness drives the real SDK: the update tool goes out as ``scratchpad__update``
     (non-strict), the call comes back as ``scratchpad/update`` and lands once, and the
-    next request carries the ``<scratchpad>`` block and the call's output."""
+    next request carries the call's output and the ``<scratchpad>`` block: last by default
+    (``placement="end"``), after the instructions with ``placement="start"``."""
     sent: list[dict[str, Any]] = []
     client = mock_client(
         [
@@ -251,8 +253,13 @@ async def test_a_run_through_the_responses_api() -> None:
         sent,
     )
     model = OpenAIResponsesModel(client, "test-model", temperature=0)
+    options = {} if placement is None else {"placement": placement}
     harness = AgentHarness(
-        "a", Agent(model=model, instructions="Be brief."), {}, [scratchpad(schema=TaskNotes)]
+        "a",
+        Agent(model=model, instructions="Be brief."),
+        {},
+        [scratchpad(schema=TaskNotes)],
+        **options,  # type: ignore[arg-type]
     )
     async with harness:
         result = await harness.run("Ship it", thread_id="t")
@@ -264,11 +271,19 @@ async def test_a_run_through_the_responses_api() -> None:
     assert first["model"] == "test-model"
     assert first["temperature"] == 0
     assert [(t["name"], t["strict"]) for t in first["tools"]] == [("scratchpad__update", False)]
-    assert second["input"][1] == {
+    block = {
         "type": "message",
         "role": "developer",
         "content": '<scratchpad>\n{\n  "currentGoal": "ship"\n}\n</scratchpad>',
     }
+    instructions = {"type": "message", "role": "system", "content": "Be brief."}
+    conversation = [{"type": "message", "role": "user", "content": "Ship it"}]
+    if placement == "start":
+        assert second["input"][:3] == [instructions, block, *conversation]
+    else:
+        assert second["input"][:2] == [instructions, *conversation]
+        assert second["input"][-1] == block
+        second["input"].pop()
     assert second["input"][-2:] == [
         {
             "type": "function_call",

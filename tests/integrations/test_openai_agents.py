@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
+import json
+import logging
 from pathlib import Path
 
 import pytest
-from agents import Agent, RunContextWrapper, Runner, set_tracing_disabled
+from agents import Agent, RunConfig, RunContextWrapper, Runner, set_tracing_disabled
 from agents.strict_schema import ensure_strict_json_schema
 
-from noetic_scratchpad import UpdateApplied, UpdateRejected, UpdateRetried
+from noetic_scratchpad import ScratchpadConfigError, UpdateApplied, UpdateRejected, UpdateRetried
 from noetic_scratchpad.integrations.openai_agents import Scratchpad
 from noetic_scratchpad.storage import MemoryStorage
 from noetic_scratchpad.testing import FaultyStorage, capture_events
@@ -58,6 +61,85 @@ async def test_the_block_is_in_the_instructions_on_every_model_call() -> None:
         },
     ]
     assert seen[-1] == f"{BASE}\n\n{await notes.block(run_context)}"
+
+
+EXPECTED_VIEWS = [
+    {"currentGoal": "Fix the login bug"},
+    {"currentGoal": "Fix the login bug", "completedSteps": ["reproduced it"]},
+    {
+        "currentGoal": "Fix the login bug",
+        "completedSteps": ["reproduced it"],
+        "blockers": ["no staging logs"],
+    },
+]
+
+
+async def run_two_updates(notes: Scratchpad, *, filtered: bool) -> tuple[ScriptedAgentsModel, str]:
+    """A run that updates twice, then answers; ``(model, last block)``."""
+    run_context = RunContextWrapper(context={"thread_id": "t1"})
+    await (await notes.handle(run_context)).update({"currentGoal": "Fix the login bug"})
+    model = ScriptedAgentsModel(
+        [
+            [tool_call("c1", completedSteps=["reproduced it"])],
+            [tool_call("c2", blockers=["no staging logs"])],
+            [reply("Blocked on staging logs.")],
+        ]
+    )
+    config = RunConfig(call_model_input_filter=notes.input_filter) if filtered else None
+    result = await Runner.run(
+        agent_for(notes, model), "Carry on.", context={"thread_id": "t1"}, run_config=config
+    )
+    assert result.final_output == "Blocked on staging logs."
+    assert "<scratchpad>" not in json.dumps(result.to_input_list())  # the run's items: none
+    return model, await notes.block(run_context)
+
+
+@pytest.mark.asyncio
+async def test_by_default_the_input_filter_moves_the_block_after_the_conversation() -> None:
+    """``placement="end"`` with the filter: each model call's instructions are the agent's
+    alone and its input ends with the block as stored then (after this run's updates), a
+    developer message; what came before it repeats the previous call's input."""
+    notes = Scratchpad(storage=MemoryStorage(), schema=TaskNotes)
+    model, last_block = await run_two_updates(notes, filtered=True)
+
+    assert [call.system_instructions for call in model.calls] == [BASE, BASE, BASE]
+    ends = [call.input[-1] for call in model.calls]
+    assert all(end["role"] == "developer" for end in ends)
+    assert [block_of(end["content"]) for end in ends] == EXPECTED_VIEWS
+    assert ends[-1]["content"] == last_block
+    for before, after in itertools.pairwise(model.calls):
+        assert after.input[: len(before.input) - 1] == before.input[:-1]
+        assert "<scratchpad>" not in json.dumps(after.input[:-1])
+
+
+@pytest.mark.asyncio
+async def test_placement_start_keeps_the_block_in_the_instructions_with_the_filter() -> None:
+    notes = Scratchpad(storage=MemoryStorage(), schema=TaskNotes, placement="start")
+    model, last_block = await run_two_updates(notes, filtered=True)
+
+    seen = [call.system_instructions for call in model.calls]
+    assert [block_of(text) for text in seen] == EXPECTED_VIEWS
+    assert seen[-1] == f"{BASE}\n\n{last_block}"
+    assert all("<scratchpad>" not in json.dumps(call.input) for call in model.calls)
+
+
+@pytest.mark.asyncio
+async def test_without_the_filter_the_block_stays_in_the_instructions_and_a_warning_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The model still reads the current notes on every call; the log says how to move them."""
+    notes = Scratchpad(storage=MemoryStorage(), schema=TaskNotes)
+    with caplog.at_level(logging.WARNING, "noetic_scratchpad.integrations.openai_agents"):
+        model, _ = await run_two_updates(notes, filtered=False)
+
+    assert [block_of(call.system_instructions) for call in model.calls] == EXPECTED_VIEWS
+    [warning] = [r for r in caplog.records if "input_filter" in r.getMessage()]
+    assert "call_model_input_filter=notes.input_filter" in warning.getMessage()
+
+
+def test_an_unknown_placement_is_refused() -> None:
+    with pytest.raises(ScratchpadConfigError, match="placement must be one of 'end', 'start'"):
+        Scratchpad(placement="last")  # type: ignore[arg-type]
 
 
 @pytest.mark.asyncio

@@ -30,6 +30,7 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
@@ -78,6 +79,8 @@ class Script:
 
     turns: list[list[ModelResponsePart]]
     instructions: list[str | None] = field(default_factory=list)
+    seen: list[str | None] = field(default_factory=list)
+    """The text that carried the block to the model (see :func:`shown`), per request."""
     requests: list[ModelRequest] = field(default_factory=list)
     tools: list[list[str]] = field(default_factory=list)
     before: Callable[[int], Any] | None = None
@@ -86,6 +89,7 @@ class Script:
         if self.before is not None:
             await self.before(len(self.instructions))
         self.instructions.append(info.instructions)
+        self.seen.append(shown(messages, info))
         last = messages[-1]
         assert isinstance(last, ModelRequest)
         self.requests.append(last)
@@ -94,6 +98,17 @@ class Script:
 
     def model(self) -> FunctionModel:
         return FunctionModel(self)
+
+
+def shown(messages: list[ModelMessage], info: AgentInfo) -> str | None:
+    """Where the model read the block: the last part of the request (``placement="end"``,
+    the default), else the instructions (``"start"``, or no block at all)."""
+    last = messages[-1]
+    if isinstance(last, ModelRequest) and last.parts:
+        part = last.parts[-1]
+        if isinstance(part, UserPromptPart) and "<scratchpad>" in str(part.content):
+            return str(part.content)
+    return info.instructions
 
 
 def block_of(instructions: str | None) -> Any:
@@ -130,31 +145,72 @@ async def stored(notes: ScratchpadCapability | ScratchpadToolset, thread: str) -
 # -- the block, every step ---------------------------------------------------------------
 
 
-async def test_block_is_in_the_instructions_of_every_request(
-    notes: ScratchpadCapability,
-) -> None:
-    await (await notes.open(thread_id="t1")).update({"currentGoal": "Ship v2"})
-    script = Script(
+EXPECTED_VIEWS = [
+    {"currentGoal": "Ship v2"},
+    {"currentGoal": "Ship v2", "completedSteps": ["built it"]},
+    {"currentGoal": "Ship v2", "completedSteps": ["built it"], "blockers": ["CI is red"]},
+]
+
+
+def two_updates_then_answer() -> Script:
+    return Script(
         [
             [update("c1", completedSteps=["built it"])],
             [update("c2", blockers=["CI is red"])],
             [TextPart("Blocked on CI.")],
         ]
     )
+
+
+async def test_by_default_the_block_ends_every_request_and_stays_out_of_history(
+    notes: ScratchpadCapability,
+) -> None:
+    """``placement="end"``: each request ends with the block as stored when it was built
+    (after this run's own updates too); the instructions are the agent's alone, and the
+    history keeps no block, so the next request repeats this one's prefix."""
+    await (await notes.open(thread_id="t1")).update({"currentGoal": "Ship v2"})
+    script = two_updates_then_answer()
     agent = Agent(script.model(), instructions=BASE, capabilities=[notes])
 
     result = await agent.run("Ship it.", conversation_id="t1")
 
     assert result.output == "Blocked on CI."
+    assert script.instructions == [BASE, BASE, BASE]
+    for request, text in zip(script.requests, script.seen, strict=True):
+        last = request.parts[-1]
+        assert isinstance(last, UserPromptPart)
+        assert last.content == text
+    assert [block_of(text) for text in script.seen] == EXPECTED_VIEWS
+    history = json.dumps([m.parts for m in result.all_messages()], default=str)
+    assert "<scratchpad>" not in history
+
+
+async def test_with_placement_start_the_block_is_in_the_instructions_of_every_request() -> None:
+    async with ScratchpadCapability(
+        storage="memory://", schema=TaskNotes, placement="start"
+    ) as notes:
+        await (await notes.open(thread_id="t1")).update({"currentGoal": "Ship v2"})
+        script = two_updates_then_answer()
+        agent = Agent(script.model(), instructions=BASE, capabilities=[notes])
+
+        result = await agent.run("Ship it.", conversation_id="t1")
+
+    assert result.output == "Blocked on CI."
     assert all(text is not None and text.startswith(BASE) for text in script.instructions)
-    assert [block_of(text) for text in script.instructions] == [
-        {"currentGoal": "Ship v2"},
-        {"currentGoal": "Ship v2", "completedSteps": ["built it"]},
-        {"currentGoal": "Ship v2", "completedSteps": ["built it"], "blockers": ["CI is red"]},
-    ]
+    assert [block_of(text) for text in script.instructions] == EXPECTED_VIEWS
+    assert all(
+        not (isinstance(part, UserPromptPart) and "<scratchpad>" in str(part.content))
+        for request in script.requests
+        for part in request.parts
+    )
     # What pydantic-ai records in the history is what the model was sent.
     sent = [m.instructions for m in result.all_messages() if isinstance(m, ModelRequest)]
     assert sent == script.instructions
+
+
+async def test_an_unknown_placement_is_refused() -> None:
+    with pytest.raises(ScratchpadConfigError, match="placement must be one of 'end', 'start'"):
+        ScratchpadCapability(placement="middle")  # type: ignore[arg-type]
 
 
 async def test_an_empty_scratchpad_adds_no_block(notes: ScratchpadCapability) -> None:
@@ -187,8 +243,8 @@ async def test_writes_from_elsewhere_show_up_at_the_next_request(
 
     await agent.run("Ship it.", conversation_id="t1")
 
-    assert block_of(script.instructions[1]) == {"currentGoal": "Ship v2"}
-    assert block_of(script.instructions[2]) == {
+    assert block_of(script.seen[1]) == {"currentGoal": "Ship v2"}
+    assert block_of(script.seen[2]) == {
         "currentGoal": "Ship v2",
         "blockers": ["from a colleague"],
     }
@@ -217,7 +273,7 @@ async def test_a_refused_update_goes_back_as_a_retry_prompt_and_is_corrected(
     assert outcome == "retried"
     assert "completedSteps: Input should be a valid list" in text
     assert "call scratchpad_update again" in text  # the tool as the model knows it
-    assert block_of(script.instructions[1]) is None  # the refusal stored nothing
+    assert block_of(script.seen[1]) is None  # the refusal stored nothing
     assert tool_results(script.requests[2]) == [
         ("success", "Scratchpad updated (currentGoal, completedSteps).")
     ]
@@ -332,7 +388,7 @@ async def test_three_updates_in_one_response_all_land_in_order(
 
     expected = {"currentGoal": "Ship v2", "completedSteps": ["a", "b"], "blockers": ["CI is red"]}
     assert await stored(notes, "t1") == expected
-    assert block_of(script.instructions[1]) == expected
+    assert block_of(script.seen[1]) == expected
     assert [outcome for outcome, _ in tool_results(script.requests[1])] == ["success"] * 3
 
 
@@ -351,8 +407,8 @@ async def test_the_state_persists_across_runs_and_agents_on_sqlite(tmp_path: Pat
         other = Script([[TextPart("Hello.")]])
         await Agent(other.model(), capabilities=[notes]).run("A new conversation.")
 
-    assert block_of(again.instructions[0]) == {"currentGoal": "Ship v2"}
-    assert block_of(other.instructions[0]) is None
+    assert block_of(again.seen[0]) == {"currentGoal": "Ship v2"}
+    assert block_of(other.seen[0]) is None
 
 
 async def test_the_scope_function_picks_the_thread() -> None:
@@ -379,7 +435,7 @@ async def test_an_async_scope_with_a_resource_shares_notes_across_threads() -> N
     second = Script([[TextPart("Hi Ada.")]])
     await Agent(second.model(), capabilities=[notes]).run("Hi.", deps={"chat": "b", "user": "u7"})
 
-    assert block_of(second.instructions[0]) == {"name": "Ada"}
+    assert block_of(second.seen[0]) == {"name": "Ada"}
 
 
 @pytest.mark.parametrize(
@@ -424,7 +480,7 @@ async def test_your_own_tools_reach_the_runs_handle(notes: ScratchpadCapability)
     await agent.run("Go.", conversation_id="t1")
     await agent.run("Go again.", conversation_id="t2")
 
-    assert block_of(script.instructions[1]) == {"currentGoal": "Ship v2"}
+    assert block_of(script.seen[1]) == {"currentGoal": "Ship v2"}
     assert handles[0].scope_key != handles[1].scope_key  # each run its own scope
 
 
@@ -478,7 +534,7 @@ async def test_read_only_shows_the_block_without_the_tool() -> None:
 
     await Agent(script.model(), capabilities=[notes]).run("Hi.", conversation_id="t1")
 
-    assert block_of(script.instructions[0]) == {"goal": "Ship v2"}
+    assert block_of(script.seen[0]) == {"goal": "Ship v2"}
     assert script.tools == [[]]
 
 
@@ -509,7 +565,7 @@ async def test_run_stream_sees_the_block_and_applies_updates(
     seen: list[str | None] = []
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
-        seen.append(info.instructions)
+        seen.append(shown(messages, info))
         if len(seen) == 1:
             args = '{"currentGoal": "Ship v2"}'
             yield {0: DeltaToolCall("scratchpad_update", args, tool_call_id="c1")}
@@ -534,7 +590,7 @@ async def test_agent_iter_drives_the_same_hooks(notes: ScratchpadCapability) -> 
         nodes = [node async for node in run]
 
     assert len(nodes) >= 4
-    assert [block_of(text) for text in script.instructions] == [None, {"currentGoal": "Ship v2"}]
+    assert [block_of(text) for text in script.seen] == [None, {"currentGoal": "Ship v2"}]
 
 
 async def test_run_sync_works_too() -> None:
@@ -553,12 +609,25 @@ async def test_run_sync_works_too() -> None:
 
     await anyio.to_thread.run_sync(synchronous_code)
 
-    assert block_of(script.instructions[1]) == {"goal": "Ship v2"}
+    assert block_of(script.seen[1]) == {"goal": "Ship v2"}
+
+
+class RecordingTestModel(TestModel):
+    """pydantic-ai's ``TestModel``, keeping the messages of every request it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[list[ModelMessage]] = []
+
+    async def request(self, messages: list[ModelMessage], *args: Any, **kwargs: Any) -> Any:
+        self.sent.append(list(messages))
+        return await super().request(messages, *args, **kwargs)
 
 
 async def test_test_model_calls_the_tool_and_sees_what_it_wrote() -> None:
     notes = ScratchpadCapability()  # free-form: TestModel fills in the open object
-    agent = Agent(TestModel(), capabilities=[notes])
+    model = RecordingTestModel()
+    agent = Agent(model, capabilities=[notes])
 
     result = await agent.run("Ship it.", conversation_id="t1")
 
@@ -572,8 +641,9 @@ async def test_test_model_calls_the_tool_and_sees_what_it_wrote() -> None:
     written = call.args_as_dict()
     assert written  # TestModel sent something to store
     assert await stored(notes, "t1") == written
-    requests = [m for m in result.all_messages() if isinstance(m, ModelRequest)]
-    assert block_of(requests[-1].instructions) == written
+    last = model.sent[-1][-1]
+    assert isinstance(last, ModelRequest)
+    assert block_of(str(last.parts[-1].content)) == written
     assert f"Scratchpad updated ({', '.join(written)})." in result.output
 
 
@@ -633,7 +703,7 @@ async def test_the_plain_toolset_adds_the_tool_and_the_block(kind: type[Scratchp
 
     script = await run_with_toolset(toolset)
 
-    assert [block_of(text) for text in script.instructions] == [
+    assert [block_of(text) for text in script.seen] == [
         None,
         {"goal": "Ship v2", "steps": ["built"]},
         {"goal": "Ship v2", "steps": ["built"]},
@@ -685,7 +755,7 @@ async def test_without_the_capabilities_api_the_toolset_still_works(
 
     toolset = module.ScratchpadToolset(schema=dict[str, str | list[str]])
     script = await run_with_toolset(toolset)
-    assert block_of(script.instructions[2]) == {"goal": "Ship v2", "steps": ["built"]}
+    assert block_of(script.seen[2]) == {"goal": "Ship v2", "steps": ["built"]}
 
 
 async def test_importing_without_pydantic_ai_says_which_extra_to_install(

@@ -47,28 +47,29 @@ def make_harness(
 
 @pytest.mark.asyncio
 async def test_run_assembles_context_in_order_and_feeds_tool_output_back() -> None:
-    """The request holds instructions, the scratchpad block, then the conversation; the
-    tool output of step 1 is in the request of step 2; the final text is ``output``."""
+    """By default (``placement="end"``) the request holds the instructions, the
+    conversation, then the scratchpad block, as stored when the request is built: the tool
+    output of step 1 is in the request of step 2, before the block that shows its write;
+    the final text is ``output``."""
     model = ScriptedModel([[update_call("c1", goal="ship v2")], "On it."])
     async with make_harness(model, scratchpad(schema=None)) as harness:
         await harness.update_state("scratchpad", {"goal": "draft"}, thread_id="t1")
         result = await harness.run("Ship it", thread_id="t1")
 
     first, second = model.requests
-    assert [type(item).__name__ for item in first.items] == ["Message", "Message", "Message"]
-    assert [item.role for item in first.items if isinstance(item, Message)] == [
-        "system",
-        "developer",
-        "user",
+    assert first.items == [
+        Message(role="system", content="You are careful."),
+        Message(role="user", content="Ship it"),
+        Message(role="developer", content='<scratchpad>\n{\n  "goal": "draft"\n}\n</scratchpad>'),
     ]
-    assert first.items[0] == Message(role="system", content="You are careful.")
-    assert blocks(first) == ['<scratchpad>\n{\n  "goal": "draft"\n}\n</scratchpad>']
     assert first.params == {"temperature": 0}
     assert [spec.name for spec in first.tools] == ["scratchpad/update"]
     assert first.tools[0].strict is False
-    assert second.items[-2:] == [
+    assert second.items[:2] == first.items[:2]  # the prefix a provider caches is unchanged
+    assert second.items[-3:] == [
         update_call("c1", goal="ship v2"),
         FunctionCallOutput(call_id="c1", output="Scratchpad updated (goal).", is_error=False),
+        Message(role="developer", content='<scratchpad>\n{\n  "goal": "ship v2"\n}\n</scratchpad>'),
     ]
     assert blocks(second) == ['<scratchpad>\n{\n  "goal": "ship v2"\n}\n</scratchpad>']
     assert (first.step, second.step) == (1, 2)
@@ -78,7 +79,41 @@ async def test_run_assembles_context_in_order_and_feeds_tool_output_back() -> No
     assert result.states == {"scratchpad": {"goal": "ship v2"}}
     assert result.items[0] == Message(role="user", content="Ship it")
     assert result.items[-1] == Message(role="assistant", content="On it.")
+    assert not any(  # the run's conversation keeps no block: the next run's prefix is its own
+        isinstance(item, Message) and "<scratchpad>" in item.content for item in result.items
+    )
     assert result.execution_id == first.execution_id == second.execution_id
+
+
+@pytest.mark.asyncio
+async def test_placement_start_puts_the_block_between_instructions_and_conversation() -> None:
+    """``placement="start"``, the seed's order: instructions, the block, the conversation;
+    every request shows the block as stored then."""
+    model = ScriptedModel([[update_call("c1", goal="ship v2")], "On it."])
+    harness = make_harness(model, scratchpad(schema=None), placement="start")
+    async with harness:
+        await harness.update_state("scratchpad", {"goal": "draft"}, thread_id="t1")
+        await harness.run("Ship it", thread_id="t1")
+
+    first, second = model.requests
+    assert first.items == [
+        Message(role="system", content="You are careful."),
+        Message(role="developer", content='<scratchpad>\n{\n  "goal": "draft"\n}\n</scratchpad>'),
+        Message(role="user", content="Ship it"),
+    ]
+    assert second.items[:3] == [
+        Message(role="system", content="You are careful."),
+        Message(role="developer", content='<scratchpad>\n{\n  "goal": "ship v2"\n}\n</scratchpad>'),
+        Message(role="user", content="Ship it"),
+    ]
+    assert second.items[-1] == FunctionCallOutput(
+        call_id="c1", output="Scratchpad updated (goal).", is_error=False
+    )
+
+
+def test_an_unknown_placement_is_refused_at_construction() -> None:
+    with pytest.raises(ScratchpadConfigError, match="placement must be one of 'end', 'start'"):
+        make_harness(ScriptedModel(["ok"]), placement="before")
 
 
 class SpyScratchpad(ScratchpadLayer):
@@ -237,7 +272,7 @@ async def test_tool_reads_and_writes_through_context_handle() -> None:
     assert seen == [{"facts": []}, {"facts": ["sky is blue"]}]
     assert [e.source for e in events.of(UpdateApplied)] == ["api", "api"]
     assert result.states["scratchpad"] == {"facts": ["sky is blue", "grass is green"]}
-    output = model.requests[1].items[-1]
+    *_, output = (item for item in model.requests[1].items if isinstance(item, FunctionCallOutput))
     assert output == FunctionCallOutput(call_id="r1", output='{"facts":["sky is blue"]}')
     assert blocks(model.requests[2]) == [
         '<scratchpad>\n{\n  "facts": [\n    "sky is blue",\n    "grass is green"\n  ]\n}\n'

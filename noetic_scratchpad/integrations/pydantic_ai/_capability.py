@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable, Callable
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.models import ModelRequestContext
 
 from ...core import ScratchpadCore
 from ...events import EventBus
 from ...layer import ScratchpadHandle, ScratchpadLayer
+from ...placement import DEFAULT_PLACEMENT, Placement, check_placement
 from ...storage import StorageBackend
 from ._notes import (
     DEFAULT_EDIT_TOOL_NAME,
@@ -27,9 +31,8 @@ __all__ = ("ScratchpadCapability",)
 
 
 class ScratchpadCapability(AbstractCapability[Any]):
-    """An agent's scratchpad: its ``<scratchpad>`` block in the instructions of every model
-    request, and the tool ``scratchpad_update`` to write it (and ``scratchpad_edit`` with
-    ``edit_tool=True``)::
+    """An agent's scratchpad: its ``<scratchpad>`` block in every model request, and the
+    tool ``scratchpad_update`` to write it (and ``scratchpad_edit`` with ``edit_tool=True``)::
 
         notes = ScratchpadCapability(storage="sqlite:///notes.db", schema=TaskNotes)
         agent = Agent(model, capabilities=[notes])
@@ -48,6 +51,9 @@ class ScratchpadCapability(AbstractCapability[Any]):
       refusal becomes the tool's failed result instead (the run goes on either way).
     - ``budget``: the most tokens the block may take (default, the layer's).
     - ``events``: the bus to report updates and refusals on (default, one of its own).
+    - ``placement``: ``"end"`` (default), the block as the last part of each request, after
+      the conversation, so a provider's prompt cache survives a change of the notes (it is
+      not kept in the message history); ``"start"``, the block in the instructions.
     """
 
     def __init__(
@@ -63,9 +69,11 @@ class ScratchpadCapability(AbstractCapability[Any]):
         max_retries: int = 3,
         budget: int | None = None,
         id: str | None = "scratchpad",
+        placement: Placement = DEFAULT_PLACEMENT,
         **options: Any,
     ) -> None:
         self.id = id
+        self.placement = check_placement(placement)
         self.description = "The agent's scratchpad: notes it reads every turn and updates."
         self.defer_loading = False
         self.toolset = ScratchpadToolset(
@@ -113,7 +121,25 @@ class ScratchpadCapability(AbstractCapability[Any]):
         await self._run_notes().open(ctx)
 
     def get_instructions(self) -> Callable[[RunContext[Any]], Awaitable[str | None]]:
-        return self.block
+        return self._instructions
+
+    async def _instructions(self, ctx: RunContext[Any]) -> str | None:
+        """The block in the instructions with ``placement="start"``; nothing with ``"end"``."""
+        return await self.block(ctx) if self.placement == "start" else None
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """With ``placement="end"``, the block as the request's last part. Only this request
+        carries it: the message history keeps none, so the next request's prefix is this
+        one's conversation, unchanged, whatever the notes say by then."""
+        if self.placement != "end":
+            return request_context
+        block = await self.block(ctx)
+        if block is None:
+            return request_context
+        messages = _with_block(request_context.messages, block)
+        return dataclasses.replace(request_context, messages=messages)
 
     def get_toolset(self) -> ScratchpadToolset:
         return self.toolset.bound(self.per_run, adds_instructions=False)
@@ -161,3 +187,14 @@ class ScratchpadCapability(AbstractCapability[Any]):
 
     def __repr__(self) -> str:
         return f"ScratchpadCapability({self.layer!r}, id={self.id!r})"
+
+
+def _with_block(messages: Sequence[ModelMessage], block: str) -> list[ModelMessage]:
+    """``messages`` with ``block`` as a user part at the end of the last request: a copy of
+    it, so the run's history is untouched. A user part reaches every provider where it
+    stands (a system part would be lifted into Anthropic's system prompt, before the cache)."""
+    part = UserPromptPart(block)
+    *earlier, last = messages
+    if isinstance(last, ModelRequest):
+        return [*earlier, dataclasses.replace(last, parts=[*last.parts, part])]
+    return [*messages, ModelRequest(parts=[part])]
