@@ -27,6 +27,7 @@ from . import (
     overhead_memory,
     peer_langgraph,
     postgres,
+    prompt_cache,
     redis_single,
     sqlite_concurrent,
     sqlite_single,
@@ -52,6 +53,7 @@ MODULES = {
     "redis": redis_single,
     "http_load": http_load,
     "journal": journal,
+    "prompt_cache": prompt_cache,
 }
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 POSTGRES_ENV = "NOETIC_SCRATCHPAD_BENCH_POSTGRES_URL"
