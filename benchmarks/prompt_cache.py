@@ -17,8 +17,8 @@ could serve:
 
 The conversation: every turn the user writes a paragraph and the model answers at length;
 every third turn the model first calls the update tool (20 updates, the notes growing to
-about 600 tokens), so the request after it shows the new notes. The history grows to about
-40,000 tokens. Each request is laid out as the provider reads it (tools, system prompt or
+about 450 tokens), so the request after it shows the new notes. The history grows to about
+44,000 tokens. Each request is laid out as the provider reads it (tools, system prompt or
 instructions, then the messages, each as canonical JSON) and compared with the request
 before it: the shared prefix is what a cache could serve. Tokens are estimated as
 ``len(text) / 4`` (tiktoken's encodings cannot be downloaded everywhere); as OpenAI does,

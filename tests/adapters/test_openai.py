@@ -300,8 +300,11 @@ async def test_a_run_through_the_responses_api(placement: str | None) -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_run_through_chat_completions() -> None:
-    """The same round trip through ``chat.completions``: tool calls and tool messages."""
+@pytest.mark.parametrize("placement", ["end", "start", None])
+async def test_a_run_through_chat_completions(placement: str | None) -> None:
+    """The same round trip through ``chat.completions``: tool calls and tool messages; the
+    block, once there are notes, is the last message by default (``placement="end"``),
+    and the first with ``placement="start"`` (this agent has no instructions)."""
     sent: list[dict[str, Any]] = []
     client = mock_client(
         [
@@ -316,6 +319,7 @@ async def test_a_run_through_chat_completions() -> None:
         Agent(model=OpenAIChatModel(client, "test-model")),
         {},
         [scratchpad(schema=TaskNotes)],
+        **({} if placement is None else {"placement": placement}),  # type: ignore[arg-type]
     )
     async with harness:
         result = await harness.run("go", thread_id="t")
@@ -325,10 +329,22 @@ async def test_a_run_through_chat_completions() -> None:
     assert result.states["scratchpad"] == {"blockers": ["x"]}
     assert sent[0]["tools"][0]["function"]["name"] == "scratchpad__update"
     assert sent[0]["tools"][0]["function"]["strict"] is False
-    rejected = sent[1]["messages"][-1]
+    rejected = sent[1]["messages"][-1]  # nothing stored yet: no block
     assert rejected["role"] == "tool"
     assert rejected["tool_call_id"] == "t1"
     assert rejected["content"].startswith("Error: The update does not fit the scratchpad's schema")
+    block = {
+        "role": "developer",
+        "content": '<scratchpad>\n{\n  "blockers": [\n    "x"\n  ]\n}\n</scratchpad>',
+    }
+    messages = sent[2]["messages"]
+    assert messages.count(block) == 1
+    if placement == "start":
+        assert messages[:2] == [block, {"role": "user", "content": "go"}]
+    else:
+        assert messages[0] == {"role": "user", "content": "go"}
+        assert messages[-1] == block
+        assert (messages[-2]["role"], messages[-2]["tool_call_id"]) == ("tool", "t2")
 
 
 @pytest.mark.asyncio

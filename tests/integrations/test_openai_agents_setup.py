@@ -163,6 +163,12 @@ async def test_the_three_lines_in_the_docs_run_as_they_are(
         await namespace["notes"].aclose()
     assert namespace["result"].final_output == "On it."
     assert model.calls[1].outputs() == {"c1": "Scratchpad updated (currentGoal)."}
+    # The page's run places the block last, after the call's output; the instructions stay.
+    assert model.calls[1].system_instructions == "You are careful."
+    assert model.calls[1].input[-1] == {
+        "role": "developer",
+        "content": '<scratchpad>\n{\n  "currentGoal": "Fix login"\n}\n</scratchpad>',
+    }
     async with Scratchpad(storage="sqlite:///scratchpad.db") as notes:
         handle = await notes.handle(RunContextWrapper(context={"thread_id": "ticket-42"}))
         assert handle.snapshot == {"currentGoal": "Fix login"}
