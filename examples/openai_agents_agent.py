@@ -7,7 +7,7 @@ A scripted model stands in for the LLM, so this runs with no network and no API 
 
 The model writes its goal, makes a mistake the schema refuses (and fixes it), writes two
 updates in one response, and then, in a second run on a fresh ``Scratchpad`` over the same
-SQLite file (as after a restart, and streamed), finds its notes in its instructions.
+SQLite file (as after a restart, and streamed), finds its notes at the end of its input.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, ModelResponse, Runner, Usage, set_tracing_disabled
+from agents import Agent, ModelResponse, RunConfig, Runner, Usage, set_tracing_disabled
 from agents.models.interface import Model
 from openai.types.responses import (
     Response,
@@ -63,14 +63,17 @@ def say(text: str) -> ResponseOutputMessage:
 
 class ScriptedModel(Model):
     """Stands in for the LLM: one list of output items per call. It prints what a real
-    model would read: the scratchpad in its instructions and the outputs of its tools."""
+    model would read: the scratchpad, the last item of its input (moved there by
+    ``notes.input_filter``), and the outputs of its tools."""
 
     def __init__(self, turns: list[list[Any]]) -> None:
         self.turns = turns
         self.answered: set[str] = set()  # tool outputs already printed
 
     def _next(self, instructions: str | None, items: Any) -> list[Any]:
-        notes = (instructions or "").partition("\n\n")[2] or "(empty scratchpad)"
+        last = items[-1] if isinstance(items, list) and items else {}
+        shown = last.get("content") if last.get("role") == "developer" else None
+        notes = shown or "(empty scratchpad)"
         print(f"--- model call; the scratchpad it is shown:\n{notes}")
         for item in items if isinstance(items, list) else []:
             if item.get("type") == "function_call_output" and item["call_id"] not in self.answered:
@@ -129,7 +132,10 @@ async def main(database: Path) -> None:
             tools=notes.tools,
             model=ScriptedModel(FIRST_RUN),
         )
-        result = await Runner.run(agent, "The login page fails for some users.", context=context)
+        config = RunConfig(call_model_input_filter=notes.input_filter)  # the block goes last
+        result = await Runner.run(
+            agent, "The login page fails for some users.", context=context, run_config=config
+        )
         print(f"=== first run answered: {result.final_output}\n")
 
     # A fresh Scratchpad on the same file, as after a restart; streamed this time.
@@ -140,7 +146,8 @@ async def main(database: Path) -> None:
             tools=notes.tools,
             model=ScriptedModel(SECOND_RUN),
         )
-        streamed = Runner.run_streamed(agent, "Any progress?", context=context)
+        config = RunConfig(call_model_input_filter=notes.input_filter)
+        streamed = Runner.run_streamed(agent, "Any progress?", context=context, run_config=config)
         async for _event in streamed.stream_events():
             pass
         print(f"=== second run answered: {streamed.final_output}")

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from noetic_scratchpad import ScratchpadEvent, UpdateApplied, UpdateRejected
@@ -45,7 +51,7 @@ SCRIPT: list[list[ToolCallPart | TextPart]] = [
         update("c5", currentGoal="Fix the login bug in the session cookie"),
     ],
     [TextPart("Found it: the session cookie. Blocked on staging logs; asked for access.")],
-    # The second run: the notes are already in the instructions.
+    # The second run: the notes are already at the end of its request.
     [TextPart("Still blocked on the staging logs.")],
 ]
 
@@ -54,15 +60,17 @@ def scripted_model() -> FunctionModel:
     turns = iter(SCRIPT)
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        print(f"  model sees: {shown_notes(info.instructions)}")
+        print(f"  model sees: {shown_notes(messages)}")
         return ModelResponse(parts=next(turns))
 
     return FunctionModel(respond)
 
 
-def shown_notes(instructions: str | None) -> str:
-    """The scratchpad block in the request's instructions, on one line."""
-    _, found, rest = (instructions or "").partition("<scratchpad>")
+def shown_notes(messages: list[ModelMessage]) -> str:
+    """The scratchpad block, the last part of the request, on one line."""
+    last = messages[-1].parts[-1]
+    text = last.content if isinstance(last, UserPromptPart) else ""
+    _, found, rest = (text if isinstance(text, str) else "").partition("<scratchpad>")
     if not found:
         return "no scratchpad yet"
     return json.dumps(json.loads(rest.partition("</scratchpad>")[0]))
