@@ -19,6 +19,7 @@ The scope (thread, optional resource) comes from the run's context. Needs the ex
 from __future__ import annotations
 
 import inspect
+import logging
 import warnings
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
@@ -57,6 +58,8 @@ __all__ = (
 DEFAULT_TOOL_NAME = "scratchpad_update"
 #: The edit tool's default name (offered with ``edit_tool=True``).
 DEFAULT_EDIT_TOOL_NAME = "scratchpad_edit"
+
+logger = logging.getLogger("noetic_scratchpad.integrations.openai_agents")
 
 #: Instructions remembered with their block, for :meth:`Scratchpad.input_filter` to move
 #: it; the least recently built go first.

@@ -731,7 +731,7 @@ async def test_a_call_is_one_write_and_a_request_at_most_one_read(kind: Any) -> 
     await agent.run("Hi.", conversation_id="t1")
 
     assert storage.calls == {"get_revision": 2, "commit": 2}  # two requests, two calls
-    assert block_of(script.instructions[1]) == {"goal": "Ship v2", "steps": ["built"]}
+    assert block_of(script.seen[1]) == {"goal": "Ship v2", "steps": ["built"]}
 
 
 def reimport(monkeypatch: pytest.MonkeyPatch, missing: str) -> ModuleType:
