@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
+from .. import _json
 from ..context import ExecutionContext
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..events import EventBus
@@ -35,7 +36,7 @@ from ..render import Tokenizer
 from ..storage import OwnedStorage, ScopedStorage, StorageBackend
 from .scope import ScopeLike, as_scope
 
-__all__ = ("ScratchpadCore", "ToolResult")
+__all__ = ("ScratchpadCore", "ToolResult", "format_output")
 
 logger = logging.getLogger("noetic_scratchpad.core")
 
@@ -193,13 +194,22 @@ class ScratchpadCore:
         """A handle of ``layer`` for ``ctx``, attached at ``ctx.context[layer.id]``: its state
         read first with ``read`` (the layer's ``init``), else bound without a read (a write
         merges into the stored state whatever the handle saw: one round trip)."""
-        scoped = await self.scoped(layer, ctx)
         if read:
-            loaded = await layer.hooks.init(storage=scoped, scope_key=scoped.scope_key, ctx=ctx)
+            state = await self.init(layer, ctx)
             bound: LayerHandle | None = ctx.context.get(layer.id)
-            return bound if bound is not None else layer.bind(scoped, ctx, loaded.state)
+            if bound is not None:
+                return bound
+            return layer.bind(await self.scoped(layer, ctx), ctx, state)
         initial = layer.initial_state() if isinstance(layer, ScratchpadLayer) else None
-        return layer.bind(scoped, ctx, initial)
+        return layer.bind(await self.scoped(layer, ctx), ctx, initial)
+
+    async def init(self, layer: ContextLayer, ctx: ExecutionContext) -> Any:
+        """Run ``layer``'s ``init`` hook for the scope of ``ctx`` and return the state it
+        loaded (a scratchpad also binds its handle at ``ctx.context[layer.id]``): what a
+        run does first, and what :meth:`bind` does with ``read=True``."""
+        scoped = await self.scoped(layer, ctx)
+        loaded = await layer.hooks.init(storage=scoped, scope_key=scoped.scope_key, ctx=ctx)
+        return loaded.state
 
     async def handle(
         self, scope: ScopeLike, *, layer: LayerRef = None, read: bool = True
@@ -242,7 +252,7 @@ class ScratchpadCore:
 
     async def call(
         self,
-        scope: ScopeLike | ScratchpadHandle,
+        scope: ScopeLike | LayerHandle,
         function: str,
         args: str | Mapping[str, Any],
         *,
@@ -251,33 +261,60 @@ class ScratchpadCore:
         layer: LayerRef = None,
     ) -> ToolResult:
         """Apply the model's call of the scratchpad's ``function`` (``update``, ``edit``) on
-        ``scope`` (or through a handle the host holds); ``tool`` is the name the model
-        called it by, which the texts use. A refusal or a storage failure becomes the text
-        the model reads, never an exception; the storage failure's details go to the log.
+        ``scope`` (or through a handle the host holds: a scratchpad's, or any layer's, whose
+        result other than text reads as JSON); ``tool`` is the name the model called it by,
+        which the texts use. A refusal or a storage failure becomes the text the model
+        reads (:meth:`failure`), never an exception; other exceptions propagate.
         """
         try:
             handle = (
-                scope
-                if isinstance(scope, ScratchpadHandle)
-                else await self.handle(scope, layer=layer, read=False)
+                await self.handle(scope, layer=layer, read=False)
+                if isinstance(scope, str | tuple)
+                else scope
             )
-            return ToolResult(await handle.call(function, args, call_id=call_id))
-        except ScratchpadUpdateError as exc:
+            return ToolResult(format_output(await handle.call(function, args, call_id=call_id)))
+        except (ScratchpadUpdateError, StorageError) as exc:
+            return self.failure(exc, tool=tool, call_id=call_id, function=function)
+
+    def failure(
+        self,
+        exc: ScratchpadUpdateError | StorageError,
+        *,
+        tool: str,
+        call_id: str | None = None,
+        function: str = "call",
+    ) -> ToolResult:
+        """What the model reads for its call of ``tool`` (as the host presents it) that
+        ``exc`` refused or storage failed: the one place a host turns these errors into
+        text (for a tool of its own that wrote the scratchpad, too). A storage failure's
+        details (paths, hosts, the driver's words) go to the log, never to the model."""
+        if isinstance(exc, ScratchpadUpdateError):
             logger.debug("%s refused (%s): %s", tool, exc.reason, exc)
             owner = scope.layer if isinstance(scope, ScratchpadHandle) else self.layer(layer)
             if isinstance(owner, ScratchpadLayer):  # its refusals show an update in its words
                 return ToolResult(refusal_text(exc, tool, owner.texts.example), exc)
             return ToolResult(refusal_text(exc, tool), exc)
-        except StorageError as exc:
-            logger.warning(
-                "scratchpad %s not confirmed by storage tool=%s call_id=%s: %s",
-                function,
-                tool,
-                call_id,
-                exc,
-            )
-            return ToolResult(storage_failure_text(exc, tool), exc)
+        logger.warning(
+            "scratchpad %s not confirmed by storage tool=%s call_id=%s: %s",
+            function,
+            tool,
+            call_id,
+            exc,
+        )
+        return ToolResult(storage_failure_text(exc, tool), exc)
 
     def __repr__(self) -> str:
         layers = ", ".join(layer.id for layer in self.layers)
         return f"<ScratchpadCore layers=[{layers}] storage={self.storage_url!r}>"
+
+
+def format_output(value: Any) -> str:
+    """The text a model reads for a tool's result: strings as they are, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    try:
+        return _json.dumps(value).decode()
+    except ValueError:
+        return str(value)

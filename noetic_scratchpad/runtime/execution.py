@@ -7,26 +7,22 @@ and executes the tool calls, until the model answers without calling a tool.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..context import ExecutionContext
+from ..core import ScratchpadCore
 from ..errors import MaxStepsExceededError
 from ..items import FunctionCall, Item, LLMResponse, Message
 from ..layer import ContextLayer, LayerHandle
 from ..placement import DEFAULT_PLACEMENT, Placement, arrange
-from ..storage import ScopedStorage
 from .model import ModelRequest, ToolSpec, ToolsRenamed, as_response
 from .toolcalls import LayerTool, ToolCalls
 from .tools import Agent, Tool
 
 __all__ = ("Execution", "LayerStack", "RunResult", "bound_handle")
 
-#: ``scoped(layer, ctx)``: the storage of ``layer`` for the scope of ``ctx``.
-Scoper = Callable[[ContextLayer, ExecutionContext], ScopedStorage]
-#: ``await load(layer, ctx)``: the stored state of ``layer`` for the scope of ``ctx``.
-Loader = Callable[[ContextLayer, ExecutionContext], Awaitable[Any]]
 #: ``toolset(agent)``: the tool specs and the agent tools of a run of ``agent``.
 Toolset = Callable[[Agent], tuple[Sequence[ToolSpec], Mapping[str, Tool]]]
 
@@ -53,21 +49,16 @@ class RunResult:
 
 @dataclass(frozen=True, slots=True)
 class LayerStack:
-    """The harness's layers as a run drives them, each with its share of the budget."""
+    """The harness's layers as a run drives them, each with its share of the budget; the
+    core (``core/``) gives them their storage."""
 
     layers: Sequence[ContextLayer]
     budgets: Sequence[int]
-    scoped: Scoper
-    load: Loader
+    core: ScratchpadCore
 
     async def init(self, ctx: ExecutionContext) -> dict[str, Any]:
         """Run every layer's ``init`` for the scope of ``ctx``; their states by layer id."""
-        states: dict[str, Any] = {}
-        for layer in self.layers:
-            scoped = self.scoped(layer, ctx)
-            result = await layer.hooks.init(storage=scoped, scope_key=scoped.scope_key, ctx=ctx)
-            states[layer.id] = result.state
-        return states
+        return {layer.id: await self.core.init(layer, ctx) for layer in self.layers}
 
     async def apply_spawn(
         self, parent: ExecutionContext, child: ExecutionContext, states: dict[str, Any]
@@ -78,11 +69,11 @@ class LayerStack:
             if handle is not None:
                 parent_state = handle.state
             else:  # a parent that never ran this layer: its stored state
-                parent_state = await self.load(layer, parent)
+                parent_state = await self.core.init(layer, parent)
             outcome = await layer.hooks.on_spawn(parent_state=parent_state, child_ctx=child)
             if outcome is not None:
                 states[layer.id] = outcome.child_state
-                layer.bind(self.scoped(layer, child), child, outcome.child_state)
+                layer.bind(await self.core.scoped(layer, child), child, outcome.child_state)
 
     async def recall(self, ctx: ExecutionContext, states: dict[str, Any], query: str) -> list[Item]:
         items: list[Item] = []
@@ -162,7 +153,7 @@ class Execution:
             await self.stack.store(ctx, states, response)
             if not calls:
                 return self._result(response, conversation, step, states)
-            tool_calls = ToolCalls(ctx, self.layer_tools, specs, tools, sent_names)
+            tool_calls = ToolCalls(ctx, self.stack.core, self.layer_tools, specs, tools, sent_names)
             for call in calls:
                 conversation.append(await tool_calls.run(call))
             await self.stack.refresh(ctx, states)

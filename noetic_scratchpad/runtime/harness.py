@@ -14,13 +14,14 @@ from types import TracebackType
 from typing import Any, Self
 
 from ..context import ExecutionContext
+from ..core import ScratchpadCore
 from ..errors import ScratchpadConfigError
 from ..events import EventBus
 from ..items import Item
 from ..layer import ContextLayer
 from ..placement import DEFAULT_PLACEMENT, Placement, check_placement
 from ..render import Tokenizer
-from ..storage import OwnedStorage, ScopedStorage, StorageBackend
+from ..storage import StorageBackend
 from .budgets import split_budget
 from .execution import Execution, LayerStack, RunResult
 from .model import ToolSpec
@@ -42,6 +43,10 @@ class AgentHarness(LayerStates):
     from a URL is closed by ``aclose()`` (or by leaving ``async with harness:``); a backend
     passed in stays open, it belongs to the caller. The state methods (``read_state``,
     ``update_state``, ``history``, ``revert``) are in :class:`LayerStates`.
+
+    The storage, the bus and the layers are the harness's :class:`ScratchpadCore`
+    (``harness.core``), which every host wraps; ``storage``, ``events``, ``open`` and
+    ``aclose`` are the core's.
 
     ``context_budget`` is the number of tokens all layers' recall may use together; it is
     split across the layers by their budgets (see :func:`split_budget`). ``max_steps`` is
@@ -76,21 +81,32 @@ class AgentHarness(LayerStates):
         self.context_budget = context_budget
         self.max_steps = max_steps
         self.placement = check_placement(placement)
-        self.events = events or EventBus()
-        self._owns_events = events is None  # its own bus is closed by aclose()
-        self.tokenize = tokenize
         self._budgets = split_budget(context_budget, [layer.budget for layer in self.layers])
         self._layer_tools, self._layer_specs = collect_layer_tools(self.layers)
         self._specs, self._agent_tools = self._toolset(agent)
-        self._storage = OwnedStorage(storage)
-        self.storage_url = self._storage.url  # secrets hidden: it is shown in repr
+        # A harness without layers still has storage and a bus: the core's default layer
+        # is then never run.
+        self.core = ScratchpadCore(
+            self.layers or None, storage=storage, events=events, tokenize=tokenize
+        )
+        self.storage_url = self.core.storage_url  # secrets hidden: it is shown in repr
 
     # -- lifecycle -----------------------------------------------------------------------
 
     @property
+    def events(self) -> EventBus:
+        """The bus every execution emits on (the core's: a new one after ``aclose`` and
+        a later open, when it is the harness's own)."""
+        return self.core.events
+
+    @property
+    def tokenize(self) -> Tokenizer | None:
+        return self.core.tokenize
+
+    @property
     def storage(self) -> StorageBackend:
         """The opened backend (``async with harness:`` or ``await harness.open()`` first)."""
-        backend = self._storage.opened
+        backend = self.core.opened
         if backend is None:
             raise RuntimeError(
                 f"the harness {self.name!r} has not opened its storage ({self.storage_url}) "
@@ -100,7 +116,7 @@ class AgentHarness(LayerStates):
 
     async def open(self) -> Self:
         """Open the storage backend (once). ``run`` and the state methods call it for you."""
-        await self._storage.backend()
+        await self.core.open()
         return self
 
     async def aclose(self) -> None:
@@ -111,13 +127,7 @@ class AgentHarness(LayerStates):
         bus passed in is only drained, it belongs to the caller. Either way this never hangs
         on a handler that ignores its cancellation.
         """
-        try:
-            if self._owns_events:
-                await self.events.aclose()
-            else:
-                await self.events.drain()
-        finally:
-            await self._storage.aclose()
+        await self.core.aclose()
 
     async def __aenter__(self) -> Self:
         return await self.open()
@@ -151,12 +161,9 @@ class AgentHarness(LayerStates):
         Raises ``MaxStepsExceededError`` when the model still calls tools after
         ``max_steps`` steps; every write made until then stays stored.
         """
-        ctx = ExecutionContext(
-            thread_id=thread_id,
-            resource_id=resource_id,
-            execution_id=execution_id or uuid.uuid4().hex,
-            events=self.events,
-            tokenize=self.tokenize,
+        await self.open()  # first: a reopened harness's context gets the new bus
+        ctx = self.core.context(
+            (thread_id, resource_id), execution_id=execution_id or uuid.uuid4().hex
         )
         return await self._execute(input, ctx, self.agent, max_steps, parent=None)
 
@@ -180,6 +187,7 @@ class AgentHarness(LayerStates):
         nothing.
         """
         parent_ctx = parent.context if isinstance(parent, RunResult) else parent
+        await self.open()
         execution_id = uuid.uuid4().hex
         ctx = parent_ctx.child(
             thread_id=thread_id or f"{parent_ctx.thread_id}:spawn-{execution_id[:12]}",
@@ -201,13 +209,12 @@ class AgentHarness(LayerStates):
         limit = self.max_steps if max_steps is None else max_steps
         if limit < 1:
             raise ValueError(f"max_steps must be at least 1, not {limit}")
-        await self.open()
         execution = Execution(
             name=self.name,
             agent=agent,
             ctx=ctx,
             limit=limit,
-            stack=LayerStack(self.layers, self._budgets, self._scoped, self._load),
+            stack=LayerStack(self.layers, self._budgets, self.core),
             layer_tools=self._layer_tools,
             toolset=self._tools_for,
             params=self.params,
@@ -223,9 +230,6 @@ class AgentHarness(LayerStates):
         """The tool specs and the agent tools of a run of ``agent``; those of the harness's
         own agent were computed at construction."""
         return (self._specs, self._agent_tools) if agent is self.agent else self._toolset(agent)
-
-    def _scoped(self, layer: ContextLayer, ctx: ExecutionContext) -> ScopedStorage:
-        return ScopedStorage.for_layer(self.storage, layer, ctx)
 
     def __repr__(self) -> str:
         layers = ", ".join(layer.id for layer in self.layers)

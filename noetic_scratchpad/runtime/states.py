@@ -1,7 +1,7 @@
 """The harness's layers' stored state outside a run: read, update, history, revert.
 
 :class:`LayerStates` is a base of ``AgentHarness`` (``harness.py``); it needs only the
-harness's layers, bus, tokenizer and storage, so runs and lifecycle stay out of it.
+harness's layers and its core (storage, bus, handles), so runs and lifecycle stay out of it.
 """
 
 from __future__ import annotations
@@ -9,12 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..context import ExecutionContext
-from ..events import EventBus
+from ..core import ScratchpadCore
 from ..layer import ContextLayer, HistoryEntry, JournaledHandle, LayerHandle
-from ..render import Tokenizer
-from ..storage import OwnedStorage, ScopedStorage
-from .execution import bound_handle
 
 __all__ = ("LayerStates",)
 
@@ -24,31 +20,13 @@ class LayerStates:
 
     # Set by the harness's __init__.
     layers: list[ContextLayer]
-    events: EventBus
-    tokenize: Tokenizer | None
-    _storage: OwnedStorage
+    core: ScratchpadCore
 
     def layer(self, layer_id: str) -> ContextLayer:
         """The layer with ``layer_id``; ``KeyError`` naming the known ids otherwise."""
-        for layer in self.layers:
-            if layer.id == layer_id:
-                return layer
-        known = ", ".join(repr(layer.id) for layer in self.layers) or "none"
-        raise KeyError(f"the harness has no layer {layer_id!r}; its layers: {known}")
-
-    async def _open_scope(self, layer: ContextLayer, ctx: ExecutionContext) -> ScopedStorage:
-        """The layer's storage for the scope of ``ctx``, opening the backend if need be."""
-        return ScopedStorage.for_layer(await self._storage.backend(), layer, ctx)
-
-    async def _load(self, layer: ContextLayer, ctx: ExecutionContext) -> Any:
-        scoped = await self._open_scope(layer, ctx)
-        result = await layer.hooks.init(storage=scoped, scope_key=scoped.scope_key, ctx=ctx)
-        return result.state
-
-    def _context(self, thread_id: str, resource_id: str | None) -> ExecutionContext:
-        return ExecutionContext(
-            thread_id=thread_id, resource_id=resource_id, events=self.events, tokenize=self.tokenize
-        )
+        if not self.layers:  # the core's default layer is not the harness's
+            raise KeyError(f"the harness has no layer {layer_id!r}; it has no layers")
+        return self.core.layer(layer_id)
 
     async def read_state(
         self, layer_id: str, *, thread_id: str, resource_id: str | None = None
@@ -59,10 +37,8 @@ class LayerStates:
         value is a copy: changing it changes nothing stored.
         """
         layer = self.layer(layer_id)
-        ctx = self._context(thread_id, resource_id)
-        state = await self._load(layer, ctx)
-        handle = bound_handle(ctx, layer)
-        return state if handle is None else handle.snapshot
+        handle = await self.core.bind(layer, self.core.context((thread_id, resource_id)), read=True)
+        return handle.snapshot
 
     async def update_state(
         self,
@@ -121,9 +97,8 @@ class LayerStates:
 
     async def _handle(self, layer_id: str, thread_id: str, resource_id: str | None) -> LayerHandle:
         """A handle of the layer on the scope, bound without reading it (writes read)."""
-        layer = self.layer(layer_id)
-        ctx = self._context(thread_id, resource_id)
-        return layer.bind(await self._open_scope(layer, ctx), ctx, None)
+        ctx = self.core.context((thread_id, resource_id))
+        return await self.core.bind(self.layer(layer_id), ctx)
 
     @staticmethod
     def _journaled(layer_id: str, handle: LayerHandle) -> JournaledHandle:

@@ -10,11 +10,12 @@ from typing import Any
 
 from .. import _json
 from ..context import ExecutionContext
+from ..core import ScratchpadCore, format_output
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..items import FunctionCall, FunctionCallOutput
-from ..layer import ContextLayer, LayerFunction, refusal_text, storage_failure_text
+from ..layer import ContextLayer, LayerFunction
 from .model import ToolSpec
-from .tools import Agent, Tool, format_output
+from .tools import Agent, Tool
 
 __all__ = ("LayerTool", "ToolCalls", "agent_toolset", "collect_layer_tools")
 
@@ -76,18 +77,22 @@ class ToolCalls:
 
     A call that cannot run becomes an error output the model can act on, never an
     exception: a refusal says how to fix the call, a storage failure says to try again
-    later (its details go to the log), any other failure names the exception.
+    later (its details go to the log), both written by the core (``core.call`` for a
+    layer's tool, ``core.failure`` for an agent's tool that wrote a layer); any other
+    failure names the exception.
     """
 
     def __init__(
         self,
         ctx: ExecutionContext,
+        core: ScratchpadCore,
         layer_tools: Mapping[str, LayerTool],
         specs: Sequence[ToolSpec],
         tools: Mapping[str, Tool],
         sent_names: Mapping[str, str] | None = None,
     ) -> None:
         self._ctx = ctx
+        self._core = core
         # Our tool name -> the name the model sees (a provider adapter renames tools).
         self._sent_names = sent_names or {}
         self._layer_tools = layer_tools
@@ -114,46 +119,41 @@ class ToolCalls:
         return output
 
     async def _run(self, call: FunctionCall) -> FunctionCallOutput:
+        shown = self._sent_names.get(call.name, call.name)  # the tool as the model sees it
         try:
-            return await self._dispatch(call)
-        except ScratchpadUpdateError as exc:
-            return _error(call, refusal_text(exc, self._sent_names.get(call.name, call.name)))
-        except StorageError as exc:
-            return _could_not_save(call, exc, self._sent_names.get(call.name, call.name))
+            layer_tool = self._layer_tools.get(call.name)
+            if layer_tool is not None:
+                handle = self._ctx.context[layer_tool.layer_id]
+                result = await self._core.call(
+                    handle, layer_tool.function, call.arguments, tool=shown, call_id=call.call_id
+                )
+                return _output(call, result.text, is_error=not result.ok)
+            return await self._run_agent_tool(call)
+        except (ScratchpadUpdateError, StorageError) as exc:  # an agent tool's write
+            return _error(call, self._core.failure(exc, tool=shown, call_id=call.call_id).text)
         except Exception as exc:
             return _failed(call, self._ctx, exc)
 
-    async def _dispatch(self, call: FunctionCall) -> FunctionCallOutput:
-        """Send ``call`` to the layer handle or the agent tool of its name."""
-        layer_tool = self._layer_tools.get(call.name)
+    async def _run_agent_tool(self, call: FunctionCall) -> FunctionCallOutput:
+        """Send ``call`` to the agent tool of its name."""
         tool = self._tools.get(call.name)
-        if layer_tool is not None:
-            handle = self._ctx.context[layer_tool.layer_id]
-            result = await handle.call(layer_tool.function, call.arguments, call_id=call.call_id)
-        elif tool is not None:
-            args = _parse_tool_arguments(call)
-            if isinstance(args, str):
-                return _error(call, args)
-            result = await tool.execute(args, self._ctx)
-        else:
+        if tool is None:
             available = ", ".join(spec.name for spec in self._specs) or "none"
             return _error(
                 call, f"There is no tool named {call.name!r}. Available tools: {available}."
             )
-        return FunctionCallOutput(call_id=call.call_id, output=format_output(result))
+        args = _parse_tool_arguments(call)
+        if isinstance(args, str):
+            return _error(call, args)
+        return _output(call, format_output(await tool.execute(args, self._ctx)))
+
+
+def _output(call: FunctionCall, text: str, *, is_error: bool = False) -> FunctionCallOutput:
+    return FunctionCallOutput(call_id=call.call_id, output=text, is_error=is_error)
 
 
 def _error(call: FunctionCall, message: str) -> FunctionCallOutput:
-    return FunctionCallOutput(call_id=call.call_id, output=message, is_error=True)
-
-
-def _could_not_save(call: FunctionCall, exc: StorageError, shown: str) -> FunctionCallOutput:
-    """Storage failed: the details (paths, hosts, timeouts) are for the operator, not the
-    model, which reads the tool as it sees it (``shown``)."""
-    logger.warning(
-        "tool could not save tool=%s call_id=%s error=%r", call.name, call.call_id, str(exc)
-    )
-    return _error(call, storage_failure_text(exc, shown))
+    return _output(call, message, is_error=True)
 
 
 def _failed(call: FunctionCall, ctx: ExecutionContext, exc: Exception) -> FunctionCallOutput:

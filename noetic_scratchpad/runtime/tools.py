@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import _json
+from ..core import format_output
 from ..errors import ScratchpadConfigError
 from .model import Model, ToolSpec
 
@@ -72,15 +72,3 @@ class Agent:
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ScratchpadConfigError(f"the agent has several tools named {duplicates}")
-
-
-def format_output(value: Any) -> str:
-    """The text a model reads for a tool's result: strings as they are, the rest as JSON."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "null"
-    try:
-        return _json.dumps(value).decode()
-    except ValueError:
-        return str(value)

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from noetic_scratchpad import EventBus, ScratchpadConfigError, UpdateApplied, scratchpad
-from noetic_scratchpad.core import RunScope, ScratchpadCore, as_scope
+from noetic_scratchpad.core import RunScope, ScratchpadCore, as_scope, format_output
 from noetic_scratchpad.errors import ScratchpadValidationError, StorageError
 from noetic_scratchpad.storage import MemoryStorage, open_storage
 from noetic_scratchpad.testing import FaultyStorage, capture_events
@@ -159,3 +159,38 @@ async def test_a_core_over_an_opened_url_backend_shares_it(tmp_path: Path) -> No
             assert (await two.handle("t")).snapshot == {"goal": "g"}
     finally:
         await backend.aclose()
+
+
+@pytest.mark.asyncio
+async def test_init_runs_the_layers_init_and_returns_the_state_it_loaded() -> None:
+    pad = scratchpad()
+    async with ScratchpadCore(pad) as core:
+        await core.call("t1", "update", {"goal": "start"}, tool="notes_update")
+        ctx = core.context("t1")
+        assert await core.init(pad, ctx) == {"goal": "start"}
+        assert ctx.context["scratchpad"].snapshot == {"goal": "start"}  # bound by its init
+
+
+@pytest.mark.asyncio
+async def test_failure_is_the_one_text_for_a_tool_of_the_hosts_that_wrote_the_scratchpad(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with ScratchpadCore(scratchpad(schema=Task)) as core:
+        refused = await core.call("t1", "update", {"goal": 3}, tool="notes_update")
+    assert isinstance(refused.error, ScratchpadValidationError)
+    again = core.failure(refused.error, tool="search")
+    assert (again.ok, again.error) == (False, refused.error)
+    assert again.text == refused.text.replace("notes_update", "search")
+    with caplog.at_level(logging.WARNING, logger="noetic_scratchpad.core"):
+        failed = core.failure(StorageError("no space at /srv/x.db"), tool="search", call_id="c9")
+    assert failed.text.startswith("This call was not saved")
+    assert "/srv/x.db" not in failed.text
+    assert "/srv/x.db" in caplog.text
+    assert "call_id=c9" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [("as is", "as is"), (None, "null"), ({"a": [1]}, '{"a":[1]}')]
+)
+def test_a_tools_result_reads_as_text_or_json(value: object, text: str) -> None:
+    assert format_output(value) == text

@@ -445,6 +445,41 @@ async def test_storage_the_harness_opened_is_closed_and_a_passed_backend_is_not(
         _ = owned.storage
 
 
+@pytest.mark.asyncio
+async def test_the_harness_wraps_its_core_and_a_reopened_one_reports_on_a_new_bus() -> None:
+    """``harness.core`` owns the storage and the bus: ``harness.storage`` and
+    ``harness.events`` are the core's. After ``aclose`` the harness's own bus is closed; a
+    run on the reopened harness reports on a new one."""
+    model = ScriptedModel(
+        [[update_call("c1", goal="a")], "ok", [update_call("c2", goal="b")], "ok"]
+    )
+    harness = make_harness(model)
+    async with harness:
+        assert harness.storage is harness.core.backend
+        assert harness.events is harness.core.events
+        first = harness.events
+        await harness.run("go", thread_id="t1")
+    assert first.closed
+    await harness.open()
+    assert harness.events is not first
+    with capture_events(harness.events) as events:
+        result = await harness.run("again", thread_id="t1")
+    await harness.aclose()
+    assert [e.call_id for e in events.of(UpdateApplied)] == ["c2"]
+    assert result.states["scratchpad"] == {"goal": "b"}
+
+
+@pytest.mark.asyncio
+async def test_a_harness_without_layers_runs_and_has_no_layer() -> None:
+    """No context layers: the agent runs alone, and no layer is found by id."""
+    model = ScriptedModel(["hello"])
+    async with AgentHarness("a", Agent(model=model), {}, []) as harness:
+        result = await harness.run("hi", thread_id="t1")
+        with pytest.raises(KeyError, match="no layer 'scratchpad'"):
+            harness.layer("scratchpad")
+    assert (result.output, result.states, model.requests[0].tools) == ("hello", {}, [])
+
+
 def test_storage_url_defaults_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No storage argument: ``$NOETIC_SCRATCHPAD_STORAGE``, else ``memory://``."""
     agent = Agent(model=ScriptedModel([]))
