@@ -27,9 +27,10 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
 from .._runtime import start_background
+from ..core import ScratchpadCore
 from ..events import EventBus
 from ..layer import ScratchpadLayer
-from ..storage import OwnedStorage, StorageBackend
+from ..storage import StorageBackend
 from .context import Limits, ServerContext, layers_by_kind
 from .guard import Guard, check_token
 from .openapi import openapi_document
@@ -54,7 +55,6 @@ class ScratchpadApp(Starlette):
         self,
         ctx: ServerContext,
         *,
-        owns_events: bool,
         routes: list[Route],
         middleware: list[Middleware],
     ) -> None:
@@ -69,8 +69,13 @@ class ScratchpadApp(Starlette):
             lifespan=self.lifespan,
         )
         self._ctx = ctx
-        self._owns_events = owns_events
         self._running = False
+
+    @property
+    def core(self) -> ScratchpadCore:
+        """The app's core: its storage, its bus and the handles every endpoint writes
+        through (``pad.core.handle(...)``, ``pad.core.call(...)``)."""
+        return self._ctx.core
 
     @property
     def events(self) -> EventBus:
@@ -81,7 +86,7 @@ class ScratchpadApp(Starlette):
     @property
     def storage(self) -> StorageBackend:
         """The backend; for a URL, opened by the lifespan (``RuntimeError`` before)."""
-        backend = self._ctx.source.opened
+        backend = self._ctx.core.opened
         if backend is None:
             raise RuntimeError(
                 "the app's storage is opened by its lifespan, which has not started; run "
@@ -117,9 +122,9 @@ class ScratchpadApp(Starlette):
         self._running = True
         ctx = self._ctx
         try:
-            await ctx.source.backend()  # a URL is opened now: a bad one fails the start-up
-            if self._owns_events and ctx.events.closed:
-                ctx.events = EventBus()  # a restart: the last run closed the app's own bus
+            # A URL is opened now (a bad one fails the start-up); on a restart the core
+            # makes a new bus of its own, the last run having closed it.
+            await ctx.core.open()
             ctx.hub.start(ctx.events)
             # A task of its own rather than a task group around the ``yield``: the host's
             # errors must reach it as they are, not wrapped in an exception group.
@@ -133,10 +138,10 @@ class ScratchpadApp(Starlette):
         finally:
             ctx.hub.stop()
             try:
-                await ctx.source.aclose()  # what the lifespan opened; a borrowed one stays
+                # Its own bus and a URL's storage closed; a borrowed bus drained, a
+                # borrowed backend left open.
+                await ctx.core.aclose()
             finally:
-                if self._owns_events:
-                    await ctx.events.aclose()
                 self._running = False
 
 
@@ -208,10 +213,11 @@ def create_app(
     )
     by_kind = layers_by_kind(layers)
     limits = Limits(max_body_bytes=max_body_bytes, keepalive=keepalive, recent_events=recent_events)
+    served = [layer for kind, layer in by_kind.items() if kind == layer.scope]
     ctx = ServerContext(
-        storage=OwnedStorage(storage),  # StorageTypeError, a TypeError, for another type
+        # StorageTypeError, a TypeError, for a storage of another type
+        core=ScratchpadCore(served, storage=storage, events=events),
         layers=by_kind,
-        events=events or EventBus(),
         limits=limits,
         sessions=sessions,
     )
@@ -221,7 +227,6 @@ def create_app(
     )
     return ScratchpadApp(
         ctx,
-        owns_events=events is None,
         routes=_routes(ScopeRoutes(ctx), pages),
         middleware=_middleware(token, trusted_hosts, cors_origins, sessions),
     )

@@ -1,15 +1,16 @@
-"""What every endpoint shares: the backend, the layers served per kind of scope, the bus."""
+"""What every endpoint shares: the core (storage, bus, handles), the layers served per kind
+of scope, the limits."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..context import ExecutionContext
+from ..core import RunScope, ScratchpadCore
 from ..events import EventBus
 from ..keys import SCOPES, Scope, check_scope_id
 from ..layer import ScratchpadHandle, ScratchpadLayer, scratchpad
-from ..storage import OwnedStorage, ScopedStorage, StorageBackend
+from ..storage import StorageBackend
 from .problems import Problem
 from .sessions import Sessions
 from .stream import EventHub
@@ -61,29 +62,37 @@ def layers_by_kind(
 
 
 class ServerContext:
-    """The state of one app: set up by ``create_app``, started and stopped by its lifespan."""
+    """The state of one app: set up by ``create_app``, started and stopped by its lifespan.
+
+    The storage and the bus are the app's :class:`ScratchpadCore`'s (``core``); the app
+    only chooses the layer by the kind of scope in the path, and says 503 while the core's
+    storage is not open.
+    """
 
     def __init__(
         self,
         *,
-        storage: OwnedStorage,
+        core: ScratchpadCore,
         layers: dict[Scope, ScratchpadLayer],
-        events: EventBus,
         limits: Limits,
         sessions: Sessions,
     ) -> None:
-        self.source = storage
-        """The app's storage: a URL opened by the lifespan, or a backend borrowed."""
+        self.core = core
+        """The app's storage (a URL opened by the lifespan, or a backend borrowed) and bus."""
         self.layers = layers
-        self.events = events
         self.limits = limits
         self.hub = EventHub(recent=limits.recent_events, buffer=limits.stream_buffer)
         self.sessions = sessions
         """The inspector's sessions (in memory: they end with the app)."""
 
+    @property
+    def events(self) -> EventBus:
+        """The app-wide bus (the core's: a new one at each start, when it is the app's own)."""
+        return self.core.events
+
     def storage(self) -> StorageBackend:
         """The opened backend; a 503 problem until the app's lifespan has started."""
-        backend = self.source.opened
+        backend = self.core.opened
         if backend is None:
             raise Problem(
                 503,
@@ -122,15 +131,15 @@ class ServerContext:
         except ValueError as exc:
             raise Problem(400, "Invalid scope id", f"{exc}.", kind="invalid-scope-id") from None
 
-    def handle(self, kind: Scope, scope_id: str) -> ScratchpadHandle:
-        """A handle on one scope, reporting to the app's bus: the tool's write path.
+    async def handle(self, kind: Scope, scope_id: str) -> ScratchpadHandle:
+        """The core's handle on one scope, reporting to the app's bus: the tool's write path.
 
         Bound without reading the scope first, as ``harness.update_state`` binds: a write
         merges into the *stored* state whatever the handle saw, so a read before it would
-        only cost a storage round trip (a quarter of the throughput under load).
+        only cost a storage round trip (a quarter of the throughput under load). A 503
+        problem before the lifespan has opened storage (the core would open a URL itself).
         """
         layer = self.layer(kind)
-        resource_id = scope_id if kind == "resource" else None
-        ctx = ExecutionContext(thread_id=scope_id, resource_id=resource_id, events=self.events)
-        scoped = ScopedStorage.for_layer(self.storage(), layer, ctx)
-        return layer.bind(scoped, ctx, layer.initial_state())
+        self.storage()  # not started: a 503, never a lazy open
+        scope = RunScope(scope_id, scope_id if kind == "resource" else None)
+        return await self.core.handle(scope, layer=layer, read=False)

@@ -166,7 +166,7 @@ class ScopeRoutes:
         With ``If-Match``, only onto the state it names (412 otherwise)."""
         values = await read_json_object(request, self.ctx.limits.max_body_bytes)
         condition = Precondition.of(request)
-        handle = self.ctx.handle(target.kind, target.id)
+        handle = await self.ctx.handle(target.kind, target.id)
         revision = handle.revision
         try:
             if condition is not None:
@@ -183,7 +183,7 @@ class ScopeRoutes:
 
     async def revert(self, request: Request, target: Target) -> Response:
         """``{"revision": N}``: the state right after revision N becomes a new revision."""
-        handle = self.ctx.handle(target.kind, target.id)
+        handle = await self.ctx.handle(target.kind, target.id)
         return await self.revisions.revert(request, target, handle)
 
     async def reset(self, request: Request, target: Target) -> Response:
