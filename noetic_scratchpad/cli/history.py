@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+from ..core import RunScope, ScratchpadCore
 from ..keys import state_key
 from ..layer import HistoryEntry, ScratchpadHandle, scratchpad
 from ..layer.journal import MISSING
-from ..storage import StorageBackend, open_storage
 from .common import PROG, CliError
 from .stored import confirm, iso, scope_of, sqlite_file_missing, stored_url
 
@@ -20,11 +22,8 @@ _MAX_KEEP = 10_000
 
 
 async def cmd_history(args: argparse.Namespace) -> int:
-    backend, handle = await _open(args)
-    try:
+    async with _scope_handle(args) as handle:
         entries = await handle.history(limit=args.limit)
-    finally:
-        await backend.aclose()
     if args.json:
         print(json.dumps([_as_json(entry) for entry in entries], indent=2, ensure_ascii=False))
         return 0
@@ -37,16 +36,13 @@ async def cmd_history(args: argparse.Namespace) -> int:
 
 
 async def cmd_revert(args: argparse.Namespace) -> int:
-    backend, handle = await _open(args)
-    try:
+    async with _scope_handle(args) as handle:
         if not args.yes:
             confirm(
                 f"Make the {args.layer} of {_scope_name(args)} what it was at revision "
                 f"{args.to} (now at {handle.revision})? [y/N] "
             )
         await handle.revert(args.to)
-    finally:
-        await backend.aclose()
     print(
         f"{_scope_name(args)} is now at revision {handle.revision}: the state of revision {args.to}"
     )
@@ -100,8 +96,10 @@ def _as_json(entry: HistoryEntry) -> dict[str, Any]:
     }
 
 
-async def _open(args: argparse.Namespace) -> tuple[StorageBackend, ScratchpadHandle]:
-    """The backend and a handle on the scope of ``--thread``/``--resource``."""
+@asynccontextmanager
+async def _scope_handle(args: argparse.Namespace) -> AsyncIterator[ScratchpadHandle]:
+    """A handle on the scope of ``--thread``/``--resource``, from a core that owns the
+    storage while the command runs."""
     if args.layer != "scratchpad":
         raise CliError(f"history and revert know the scratchpad layer only, not {args.layer!r}")
     url = stored_url(args)
@@ -109,20 +107,13 @@ async def _open(args: argparse.Namespace) -> tuple[StorageBackend, ScratchpadHan
     missing = sqlite_file_missing(url)
     if missing is not None:
         raise CliError(f"no database at {missing}; nothing is stored yet (try `{PROG} demo`)")
-    backend = await open_storage(url)
-    try:
-        # Keep an app's longer journal whole: a revert trims to the layer's history_limit.
-        found = await backend.journal(state_key(args.layer, kind, scope_id), limit=_MAX_KEEP)
+    async with ScratchpadCore(storage=url) as core:
+        # Keep an app's longer journal whole: a revert trims to the layer's history_limit,
+        # so the layer is made once the journal's length is known.
+        found = await core.backend.journal(state_key(args.layer, kind, scope_id), limit=_MAX_KEEP)
         layer = scratchpad(scope=kind, history_limit=max(_DEFAULT_KEEP, len(found) + 1))
-        handle = await layer.open(
-            backend,
-            thread_id=scope_id if kind == "thread" else PROG,
-            resource_id=scope_id if kind == "resource" else None,
-        )
-    except BaseException:
-        await backend.aclose()
-        raise
-    return backend, handle
+        scope = RunScope(PROG, scope_id) if kind == "resource" else RunScope(scope_id)
+        yield await core.handle(scope, layer=layer)
 
 
 def _scope_name(args: argparse.Namespace) -> str:
