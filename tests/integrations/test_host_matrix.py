@@ -8,6 +8,11 @@ cell the model makes the same calls (an update, a schema refusal, and with the e
 edit and a refused edit) and the test checks the tools it was offered, under the names that
 host presents, the text it read back for each call, and what was stored.
 
+The HTTP app has no model and offers no tool: its cells send the same update and refusal
+as ``PATCH`` requests through httpx's ASGI transport (the options that apply over HTTP:
+all but ``edit_tool``, for which the API has no endpoint) and check the response, the
+``application/problem+json`` of the refusal, and what was stored.
+
 A second table runs a failing storage under every host: the model reads a short sentence
 (not saved, or not known to be saved), never a path, a host or a driver's message, while
 the logs still carry them.
@@ -52,6 +57,7 @@ from noetic_scratchpad.items import FunctionCall, FunctionCallOutput
 from noetic_scratchpad.layer import ScratchpadLayer
 from noetic_scratchpad.runtime import Agent, AgentHarness, ScriptedModel
 from noetic_scratchpad.runtime.model import ModelRequest as HarnessRequest
+from noetic_scratchpad.server import create_app
 from noetic_scratchpad.storage import MemoryStorage, StorageBackend
 from noetic_scratchpad.testing import FaultyStorage
 from tests.adapters.test_anthropic import message_payload
@@ -443,6 +449,55 @@ async def test_every_option_means_the_same_in_every_host(host: Host, option: str
         assert "nowhere" in texts["c4"]
         assert f"call {host.names['edit']} again" in texts["c4"]
     assert await _stored(layer, storage) == _expected_state(options)
+    if option == "history_limit":
+        handle = await layer.open(storage, thread_id=THREAD)
+        assert len(await handle.history(10)) == 1  # the journal keeps one entry
+
+
+# -- the HTTP app ------------------------------------------------------------------------
+
+#: The options that mean something over HTTP: the API has no edit endpoint.
+HTTP_OPTIONS = [option for option in OPTIONS if not OPTIONS[option].get("edit_tool")]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("option", HTTP_OPTIONS)
+async def test_every_option_means_the_same_over_http(option: str) -> None:
+    """The update the model sends, as a ``PATCH``: applied (or, read-only, refused with a
+    409); the schema refusal as a 422 problem naming the field, with no hint for a model."""
+    options = OPTIONS[option]
+    layer = scratchpad(**options)
+    storage = MemoryStorage()
+    thread, resource = _scope(layer)
+    path = f"/api/scopes/{layer.scope}/{resource or thread}"
+    pad = create_app(storage, layers=[layer])
+    async with pad.lifespan():
+        transport = httpx.ASGITransport(app=pad)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            update = await client.patch(path, json=UPDATE.args)
+            refused = await client.patch(path, json=REFUSED.args)
+
+    if options.get("read_only"):
+        assert update.status_code == 409, update.text
+        assert update.headers["content-type"] == "application/problem+json"
+        assert update.json()["reason"] == "read_only"
+    else:
+        assert update.status_code == 200, update.text
+        assert update.json()["state"] == _expected_state(options)
+    if "schema" in options and not options.get("read_only"):
+        assert refused.status_code == 422, refused.text
+        assert refused.headers["content-type"] == "application/problem+json"
+        problem = refused.json()
+        assert problem["reason"] == "schema"
+        assert "completedSteps" in problem["detail"]
+        assert "call " not in problem["detail"].lower()  # no tool to call over HTTP
+    elif "schema" not in options:
+        assert refused.status_code == 200  # no schema: any JSON object merges
+    stored = await _stored(layer, storage)
+    expected = _expected_state(options)
+    if "schema" not in options:
+        expected = {**expected, **REFUSED.args}
+    assert stored == expected
     if option == "history_limit":
         handle = await layer.open(storage, thread_id=THREAD)
         assert len(await handle.history(10)) == 1  # the journal keeps one entry

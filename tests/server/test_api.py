@@ -294,6 +294,25 @@ async def test_url_storage_is_opened_by_the_lifespan_and_requests_before_it_are_
 
 
 @pytest.mark.asyncio
+async def test_writes_before_the_lifespan_are_503_and_the_core_opens_nothing() -> None:
+    """The app's core (``pad.core``) owns its storage and bus; a write before the lifespan
+    is a 503 rather than a lazy open of the URL by the core."""
+    pad = create_app("memory://")
+    transport = httpx.ASGITransport(app=pad)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        patch = await client.patch("/api/scopes/thread/t1", json={"a": 1})
+        assert_problem(patch, 503, "not-started")
+        revert = await client.post("/api/scopes/resource/u1/revert", json={"revision": 1})
+        assert_problem(revert, 503, "not-started")
+        assert pad.core.opened is None
+        async with pad.lifespan():
+            assert pad.storage is pad.core.backend
+            assert pad.events is pad.core.events
+            assert (await client.patch("/api/scopes/thread/t1", json={"a": 1})).status_code == 200
+        assert pad.core.opened is None
+
+
+@pytest.mark.asyncio
 async def test_mounted_in_a_host_app_sharing_its_lifespan() -> None:
     """As in FastAPI: ``app.mount("/scratchpad", pad)`` with ``lifespan=pad.lifespan``; the
     paths, the OpenAPI server URL and the cookie path follow the mount point."""
