@@ -162,9 +162,7 @@ class AgentHarness(LayerStates):
         ``max_steps`` steps; every write made until then stays stored.
         """
         await self.open()  # first: a reopened harness's context gets the new bus
-        ctx = self.core.context(
-            (thread_id, resource_id), execution_id=execution_id or uuid.uuid4().hex
-        )
+        ctx = self.core.context((thread_id, resource_id), execution_id=execution_id)
         return await self._execute(input, ctx, self.agent, max_steps, parent=None)
 
     async def spawn(

@@ -1,4 +1,5 @@
-"""Agents and their tools, and how a tool's result becomes the text a model reads."""
+"""Agents and their tools; a tool's result becomes the text a model reads by the core's
+``format_output`` (re-exported here)."""
 
 from __future__ import annotations
 
