@@ -274,7 +274,9 @@ class ScratchpadCore:
             )
             return ToolResult(format_output(await handle.call(function, args, call_id=call_id)))
         except (ScratchpadUpdateError, StorageError) as exc:
-            return self.failure(exc, tool=tool, call_id=call_id, function=function)
+            owner = self.layer(layer) if isinstance(scope, str | tuple) else None
+            owner = getattr(scope, "layer", owner)  # a handle knows its layer
+            return self.failure(exc, tool=tool, call_id=call_id, function=function, layer=owner)
 
     def failure(
         self,
@@ -283,16 +285,17 @@ class ScratchpadCore:
         tool: str,
         call_id: str | None = None,
         function: str = "call",
+        layer: object = None,
     ) -> ToolResult:
         """What the model reads for its call of ``tool`` (as the host presents it) that
         ``exc`` refused or storage failed: the one place a host turns these errors into
         text (for a tool of its own that wrote the scratchpad, too). A storage failure's
-        details (paths, hosts, the driver's words) go to the log, never to the model."""
+        details (paths, hosts, the driver's words) go to the log, never to the model.
+        ``layer``: the layer called, whose refusals show an update in its schema's words."""
         if isinstance(exc, ScratchpadUpdateError):
             logger.debug("%s refused (%s): %s", tool, exc.reason, exc)
-            owner = scope.layer if isinstance(scope, ScratchpadHandle) else self.layer(layer)
-            if isinstance(owner, ScratchpadLayer):  # its refusals show an update in its words
-                return ToolResult(refusal_text(exc, tool, owner.texts.example), exc)
+            if isinstance(layer, ScratchpadLayer):
+                return ToolResult(refusal_text(exc, tool, layer.texts.example), exc)
             return ToolResult(refusal_text(exc, tool), exc)
         logger.warning(
             "scratchpad %s not confirmed by storage tool=%s call_id=%s: %s",
