@@ -6,7 +6,13 @@ import json
 import re
 from typing import Any
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from noetic_scratchpad import ScratchpadConfigError
 from noetic_scratchpad.render import (
+    check_token_counter,
     estimate_tokens,
     render_block,
     render_body,
@@ -108,6 +114,61 @@ def test_custom_tokenizer_is_used_for_the_budget() -> None:
     assert view.text is not None
     assert view.total_tokens == count(render_block(words))
     assert count(view.text) == view.tokens <= 40
+
+
+def test_a_cut_view_says_what_part_of_the_body_it_shows() -> None:
+    """``body[shown:]`` is what the model does not see: the view's body is its prefix."""
+    state = {"steps": [f"step {i}: done" for i in range(60)]}
+    view = render_view(state, 80)
+
+    assert view.text is not None
+    assert view.truncated
+    assert view.body == render_body(state)
+    assert 0 < view.shown < len(view.body)
+    assert view.text.startswith("<scratchpad>\n" + view.body[: view.shown] + "\n[scratchpad")
+    whole = render_view(state, 10_000)
+    assert (whole.shown, whole.body) == (len(whole.body), whole.body)
+
+
+def _bumpy(text: str) -> int:
+    """A counter that does not grow with the text, as a real tokenizer need not: a
+    longer text can count fewer tokens (here, every 7th character costs 40)."""
+    return len(text) // 3 + (40 if len(text) % 7 == 0 else 0)
+
+
+@given(
+    steps=st.lists(st.text(min_size=0, max_size=30), max_size=40),
+    budget=st.integers(min_value=0, max_value=300),
+)
+def test_a_counter_that_does_not_grow_with_the_text_never_breaks_the_budget(
+    steps: list[str], budget: int
+) -> None:
+    view = render_view({"steps": steps}, budget, _bumpy)
+
+    if view.text is not None:
+        assert view.tokens == _bumpy(view.text) <= budget
+        assert view.text.endswith("\n</scratchpad>")
+    else:
+        assert view.omitted_tokens == view.total_tokens
+
+
+@pytest.mark.parametrize("counted", [2.5, "12", None])
+def test_a_counter_returning_no_number_is_named(counted: object) -> None:
+    """A counter's mistake is a clear error, not a comparison failing somewhere inside."""
+    with pytest.raises(TypeError, match=r"returned .* not a number of tokens"):
+        render_view("notes", 100, lambda text: counted)  # type: ignore[arg-type,return-value]
+
+
+def test_a_negative_count_is_refused() -> None:
+    with pytest.raises(ValueError, match="returned -1 tokens"):
+        render_view("notes", 100, lambda text: -1)
+
+
+def test_a_counter_that_is_not_a_function_is_a_config_error() -> None:
+    assert check_token_counter(None) is None
+    assert check_token_counter(len) is len
+    with pytest.raises(ScratchpadConfigError, match="count_tokens must be a function"):
+        check_token_counter("cl100k_base")
 
 
 def test_budget_too_small_for_any_view_gives_no_text() -> None:

@@ -32,7 +32,7 @@ from ..layer import (
     storage_failure_text,
     unreadable_text,
 )
-from ..render import Tokenizer
+from ..render import Tokenizer, check_token_counter
 from ..storage import OwnedStorage, ScopedStorage, StorageBackend
 from .scope import ScopeLike, as_scope
 
@@ -67,8 +67,10 @@ class ScratchpadCore:
     ``storage``: a URL (opened on first use, closed by :meth:`aclose`), an opened backend
     (the caller's: never closed here), or ``None`` (``$NOETIC_SCRATCHPAD_STORAGE``, else
     ``memory://``). ``events``: the bus every write reports on (default, one of the core's
-    own, closed by :meth:`aclose`; a bus passed in is only drained). ``tokenize``: how the
-    blocks count tokens (default, the estimate).
+    own, closed by :meth:`aclose`; a bus passed in is only drained). ``count_tokens``: the
+    model's token counter, which every block's budget is counted in (default, the
+    estimate: about four characters a token); kept at :attr:`tokenize`, the name the
+    execution contexts give it.
     """
 
     def __init__(
@@ -77,7 +79,7 @@ class ScratchpadCore:
         *,
         storage: str | StorageBackend | None = None,
         events: EventBus | None = None,
-        tokenize: Tokenizer | None = None,
+        count_tokens: Tokenizer | None = None,
     ) -> None:
         if layers is None:
             from ..layer import scratchpad
@@ -90,7 +92,8 @@ class ScratchpadCore:
             raise ScratchpadConfigError("layers is empty; give at least one layer, or None")
         self._owns_events = events is None
         self._events = events if events is not None else EventBus()
-        self.tokenize = tokenize
+        self.tokenize = check_token_counter(count_tokens)
+        """The token counter every block is sized in (``None``: the estimate)."""
         self._storage = OwnedStorage(storage)
         self.storage_url = self._storage.url
         """The storage URL for messages and ``repr``, its secrets hidden."""

@@ -43,6 +43,7 @@ from ..errors import ScratchpadConfigError
 from ..events import EventBus
 from ..layer import HostTool, ScratchpadHandle, ScratchpadLayer, scratchpad
 from ..placement import DEFAULT_PLACEMENT, Placement, check_placement, without_block
+from ..render import Tokenizer
 from ..storage import StorageBackend
 
 __all__ = (
@@ -101,7 +102,9 @@ class Scratchpad:
     ``$NOETIC_SCRATCHPAD_STORAGE``, else ``memory://``. ``scope_from``: the run's scope
     from its ``RunContextWrapper`` (default :func:`scope_from_context`). ``events``: a bus
     to report on (default, one of its own at :attr:`events`). ``budget``: the block's
-    token budget (default, the layer's). ``tool_name``, ``edit_tool_name``: the tools'
+    token budget (default, the layer's), counted by ``count_tokens`` (the model's token
+    counter, such as ``lambda text: len(encoding.encode(text))``; default, about four
+    characters a token). ``tool_name``, ``edit_tool_name``: the tools'
     names (the edit tool is offered with ``edit_tool=True``). ``placement``: ``"end"``
     (default), the block moved by :meth:`input_filter` to the end of the model's input;
     ``"start"``, the block left in the instructions. ``max_scopes`` is deprecated and does
@@ -124,6 +127,7 @@ class Scratchpad:
         tool_name: str = DEFAULT_TOOL_NAME,
         edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
         budget: int | None = None,
+        count_tokens: Tokenizer | None = None,
         max_scopes: int | None = None,
         placement: Placement = DEFAULT_PLACEMENT,
         **options: Any,
@@ -143,7 +147,10 @@ class Scratchpad:
                 stacklevel=2,
             )
         self.core = ScratchpadCore(
-            layer if layer is not None else scratchpad(**options), storage=storage, events=events
+            layer if layer is not None else scratchpad(**options),
+            storage=storage,
+            events=events,
+            count_tokens=count_tokens,
         )
         """What owns the storage and the bus and applies the calls."""
         self.layer = self.core.scratchpad()

@@ -12,6 +12,7 @@ from ..edits import EDIT_DESCRIPTION, EDIT_PARAMETERS, edit_description
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..events import EventBus
 from ..items import FunctionCall, LLMResponse, Message
+from ..render import Tokenizer, check_token_counter
 from ..storage import ScopedStorage, StorageBackend
 from .arguments import applied_text, edited_text
 from .base import (
@@ -116,6 +117,7 @@ class ScratchpadLayer:
         thread_id: str,
         resource_id: str | None = None,
         events: EventBus | None = None,
+        count_tokens: Tokenizer | None = None,
     ) -> ScratchpadHandle:
         """A handle bound to one scope of ``storage``, its state loaded: the one call a host
         needs (a framework integration, a server, an own loop).
@@ -123,13 +125,18 @@ class ScratchpadLayer:
         The scope is the thread's, or for ``scope="resource"`` the resource's (the thread's
         when ``resource_id`` is ``None``). ``events``: the bus to report on (share the app's
         to see every scope's events; default, a bus of the handle's own, at
-        ``handle.ctx.events``). What the model reads of a refusal is its host's to render
-        (``refusal_text``), with the tool's name as that host presents it.
+        ``handle.ctx.events``). ``count_tokens``: the model's token counter, which sizes
+        ``handle.block()`` to its budget (default, about four characters a token). What
+        the model reads of a refusal is its host's to render (``refusal_text``), with the
+        tool's name as that host presents it.
 
         Raises ``StorageError`` when storage does not answer within ``read_timeout``.
         """
         ctx = ExecutionContext(
-            thread_id=thread_id, resource_id=resource_id, events=events or EventBus()
+            thread_id=thread_id,
+            resource_id=resource_id,
+            events=events or EventBus(),
+            tokenize=check_token_counter(count_tokens),
         )
         scoped = ScopedStorage.for_layer(storage, self, ctx)
         loaded = await load(self.pipeline, scoped, ctx, layer_id=self.id)

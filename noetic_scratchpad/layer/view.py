@@ -20,14 +20,18 @@ def view_of(
     scope: Scope,
     scope_key: str | None = None,
     has_floats: bool | None = None,
+    report: bool = True,
 ) -> RenderedView:
-    """The block for ``state`` in at most ``limit`` tokens; a cut block emits ``ViewTruncated``.
+    """The block for ``state`` in at most ``limit`` tokens, counted by ``ctx.tokenize``
+    (the host's ``count_tokens``), else estimated; a cut block emits ``ViewTruncated``.
 
     ``scope_key``: the key of the scope ``state`` is from; by default the one ``ctx`` gives
     a layer of kind ``scope``, looked up only when a cut is reported (a recall every turn).
+    ``report=False``: a preview (the inspector's), whose cut is no event: the model saw
+    nothing.
     """
     view = render_view(state, limit, ctx.tokenize or estimate_tokens, has_floats=has_floats)
-    if view.truncated:
+    if view.truncated and report:
         if scope_key is None:
             scope, scope_key = ctx.scope_of(scope)
         ctx.events.emit(

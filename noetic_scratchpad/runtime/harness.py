@@ -9,6 +9,7 @@ without calling a tool.
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -53,7 +54,10 @@ class AgentHarness(LayerStates):
     the default step limit of a run. ``placement`` is where the layers' blocks go in each
     request: ``"end"`` (default), after the conversation, so a provider's prompt cache
     survives a change of the notes; ``"start"``, between the instructions and the
-    conversation (see :mod:`noetic_scratchpad.placement`).
+    conversation (see :mod:`noetic_scratchpad.placement`). ``count_tokens``: the model's
+    token counter (``lambda text: len(encoding.encode(text))`` with tiktoken, or the
+    provider's), which every layer's budget is counted in; default, about four characters
+    a token (``tokenize`` is its deprecated old name).
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class AgentHarness(LayerStates):
         context_budget: int = DEFAULT_CONTEXT_BUDGET,
         max_steps: int = DEFAULT_MAX_STEPS,
         events: EventBus | None = None,
+        count_tokens: Tokenizer | None = None,
         tokenize: Tokenizer | None = None,
         placement: Placement = DEFAULT_PLACEMENT,
     ) -> None:
@@ -81,13 +86,23 @@ class AgentHarness(LayerStates):
         self.context_budget = context_budget
         self.max_steps = max_steps
         self.placement = check_placement(placement)
+        if tokenize is not None:
+            if count_tokens is not None:
+                raise ScratchpadConfigError("give count_tokens only (tokenize is its old name)")
+            warnings.warn(
+                "AgentHarness(tokenize=...) is now count_tokens=...; tokenize goes in a "
+                "later release",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            count_tokens = tokenize
         self._budgets = split_budget(context_budget, [layer.budget for layer in self.layers])
         self._layer_tools, self._layer_specs = collect_layer_tools(self.layers)
         self._specs, self._agent_tools = self._toolset(agent)
         # A harness without layers still has storage and a bus: the core's default layer
         # is then never run.
         self.core = ScratchpadCore(
-            self.layers or None, storage=storage, events=events, tokenize=tokenize
+            self.layers or None, storage=storage, events=events, count_tokens=count_tokens
         )
         self.storage_url = self.core.storage_url  # secrets hidden: it is shown in repr
 
@@ -101,6 +116,7 @@ class AgentHarness(LayerStates):
 
     @property
     def tokenize(self) -> Tokenizer | None:
+        """The token counter every layer's budget is counted in (``None``: the estimate)."""
         return self.core.tokenize
 
     @property

@@ -26,6 +26,7 @@ from ...layer import (
     scratchpad,
     unreadable_resource_text,
 )
+from ...render import Tokenizer
 from ...storage import StorageBackend
 
 __all__ = (
@@ -61,6 +62,8 @@ class ScratchpadMCP:
     ``default_id``: the thread (or, for a resource-scoped layer, the resource) a call
     without one uses. ``events``: the bus every write reports on (default, the core's
     own, at ``.events``).
+    ``count_tokens``: the model's token counter that sizes ``scratchpad_read``'s block to
+    the layer's budget (default, about four characters a token).
     """
 
     def __init__(
@@ -70,10 +73,11 @@ class ScratchpadMCP:
         *,
         default_id: str = "default",
         events: EventBus | None = None,
+        count_tokens: Tokenizer | None = None,
     ) -> None:
         if not isinstance(layer, ScratchpadLayer):
             raise TypeError(f"{layer!r} is not a scratchpad layer; pass scratchpad(...)")
-        self.core = ScratchpadCore(layer, storage=storage, events=events)
+        self.core = ScratchpadCore(layer, storage=storage, events=events, count_tokens=count_tokens)
         """What applies the calls and owns the bus; the backend stays the caller's."""
         self.layer = layer
         self.kind = layer.scope
@@ -326,9 +330,16 @@ def create_server(
     *,
     default_id: str = "default",
     events: EventBus | None = None,
+    count_tokens: Tokenizer | None = None,
 ) -> Server[Any]:
     """An MCP server for ``layer`` (default ``scratchpad()``) on ``storage``, which stays the
     caller's to close. Run it with ``server.run(read, write, options)``, or test it with
     ``mcp.Client(server)``."""
-    tools = ScratchpadMCP(layer or scratchpad(), storage, default_id=default_id, events=events)
+    tools = ScratchpadMCP(
+        layer or scratchpad(),
+        storage,
+        default_id=default_id,
+        events=events,
+        count_tokens=count_tokens,
+    )
     return tools.server()

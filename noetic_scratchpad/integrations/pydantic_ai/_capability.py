@@ -17,6 +17,7 @@ from ...core import ScratchpadCore
 from ...events import EventBus
 from ...layer import ScratchpadHandle, ScratchpadLayer
 from ...placement import DEFAULT_PLACEMENT, Placement, check_placement
+from ...render import Tokenizer
 from ...storage import StorageBackend
 from ._notes import (
     DEFAULT_EDIT_TOOL_NAME,
@@ -50,6 +51,8 @@ class ScratchpadCapability(AbstractCapability[Any]):
     - ``max_retries``: refused updates sent back as retry prompts, in a row, before a
       refusal becomes the tool's failed result instead (the run goes on either way).
     - ``budget``: the most tokens the block may take (default, the layer's).
+    - ``count_tokens``: the model's token counter the budget is counted in
+      (``lambda text: len(encoding.encode(text))``); default, about four characters a token.
     - ``events``: the bus to report updates and refusals on (default, one of its own).
     - ``placement``: ``"end"`` (default), the block as the last part of each request, after
       the conversation, so a provider's prompt cache survives a change of the notes (it is
@@ -68,6 +71,7 @@ class ScratchpadCapability(AbstractCapability[Any]):
         edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
         max_retries: int = 3,
         budget: int | None = None,
+        count_tokens: Tokenizer | None = None,
         id: str | None = "scratchpad",
         placement: Placement = DEFAULT_PLACEMENT,
         **options: Any,
@@ -85,6 +89,7 @@ class ScratchpadCapability(AbstractCapability[Any]):
             edit_tool_name=edit_tool_name,
             max_retries=max_retries,
             budget=budget,
+            count_tokens=count_tokens,
             id=id,
             **options,
         )

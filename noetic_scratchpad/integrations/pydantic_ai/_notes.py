@@ -17,6 +17,7 @@ from ...core import RunScope, ScratchpadCore, as_scope
 from ...errors import ScratchpadConfigError
 from ...events import EventBus
 from ...layer import ScratchpadHandle, ScratchpadLayer, scratchpad
+from ...render import Tokenizer
 from ...storage import StorageBackend
 
 try:  # ToolFailed: a failure the model reads without retrying (newer pydantic-ai only)
@@ -93,6 +94,7 @@ class Notes:
         budget: int | None,
         options: Mapping[str, Any],
         edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
+        count_tokens: Tokenizer | None = None,
     ) -> None:
         if layer is not None and not isinstance(layer, ScratchpadLayer):
             raise ScratchpadConfigError(
@@ -114,7 +116,10 @@ class Notes:
         # A URL (or None: $NOETIC_SCRATCHPAD_STORAGE, else memory://) is opened, and closed,
         # by the core; a backend passed in stays the caller's.
         self.core = ScratchpadCore(
-            layer if layer is not None else scratchpad(**options), storage=storage, events=events
+            layer if layer is not None else scratchpad(**options),
+            storage=storage,
+            events=events,
+            count_tokens=count_tokens,
         )
         self.layer = self.core.scratchpad()
         self.scope_from = scope_from

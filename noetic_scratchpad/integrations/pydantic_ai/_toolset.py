@@ -13,6 +13,7 @@ from pydantic_core import SchemaValidator, core_schema
 from ...core import ScratchpadCore
 from ...events import EventBus
 from ...layer import ScratchpadHandle, ScratchpadLayer
+from ...render import Tokenizer
 from ...storage import StorageBackend
 from ._notes import (
     DEFAULT_EDIT_TOOL_NAME,
@@ -53,6 +54,7 @@ class ScratchpadToolset(AbstractToolset[Any]):
         edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
         max_retries: int = 3,
         budget: int | None = None,
+        count_tokens: Tokenizer | None = None,
         id: str | None = "scratchpad",
         **options: Any,
     ) -> None:
@@ -65,6 +67,7 @@ class ScratchpadToolset(AbstractToolset[Any]):
             edit_tool_name=edit_tool_name,
             max_retries=max_retries,
             budget=budget,
+            count_tokens=count_tokens,
             options=options,
         )
         self.notes = notes
