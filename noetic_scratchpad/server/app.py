@@ -30,6 +30,7 @@ from .._runtime import start_background
 from ..core import ScratchpadCore
 from ..events import EventBus
 from ..layer import ScratchpadLayer
+from ..render import Tokenizer
 from ..storage import StorageBackend
 from .context import Limits, ServerContext, layers_by_kind
 from .guard import Guard, check_token
@@ -182,6 +183,7 @@ def create_app(
     recent_events: int = 200,
     session_max_age: float = DEFAULT_MAX_AGE,
     session_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    count_tokens: Tokenizer | None = None,
 ) -> ScratchpadApp:
     """The scratchpads over HTTP: an ASGI app to serve, or to mount in your app.
 
@@ -197,6 +199,9 @@ def create_app(
     streams), ``recent_events`` (kept for replay): limits with safe defaults.
     ``session_max_age``, ``session_idle_timeout``: seconds after which an inspector session
     ends, from its start however busy (8 h), and from its last use (1 h).
+    ``count_tokens``: the model's token counter, that the model's view (``GET
+    .../view``) counts the block and its budget in, as your hosts do (default, the
+    estimate: about four characters a token).
 
     Raises ``ValueError`` (or ``TypeError``: a ``storage`` or a layer of another type)
     for a bad argument, at once.
@@ -216,10 +221,11 @@ def create_app(
     served = [layer for kind, layer in by_kind.items() if kind == layer.scope]
     ctx = ServerContext(
         # StorageTypeError, a TypeError, for a storage of another type
-        core=ScratchpadCore(served, storage=storage, events=events),
+        core=ScratchpadCore(served, storage=storage, events=events, count_tokens=count_tokens),
         layers=by_kind,
         limits=limits,
         sessions=sessions,
+        token_required=token is not None,
     )
     pages = Pages(
         openapi_document(by_kind, token=token is not None, limits=limits),

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..core import RunScope, ScratchpadCore
 from ..events import EventBus
 from ..keys import SCOPES, Scope, check_scope_id
 from ..layer import ScratchpadHandle, ScratchpadLayer, scratchpad
-from ..storage import StorageBackend
+from ..render import Tokenizer
+from ..storage import ScopedStorage, StorageBackend
+from .callers import CallerStamp
 from .problems import Problem
 from .sessions import Sessions
 from .stream import EventHub
@@ -76,6 +79,7 @@ class ServerContext:
         layers: dict[Scope, ScratchpadLayer],
         limits: Limits,
         sessions: Sessions,
+        token_required: bool = False,
     ) -> None:
         self.core = core
         """The app's storage (a URL opened by the lifespan, or a backend borrowed) and bus."""
@@ -84,6 +88,13 @@ class ServerContext:
         self.hub = EventHub(recent=limits.recent_events, buffer=limits.stream_buffer)
         self.sessions = sessions
         """The inspector's sessions (in memory: they end with the app)."""
+        self.token_required = token_required
+        """The app takes a token: a write's caller was authorized by it (or a session)."""
+
+    @property
+    def count_tokens(self) -> Tokenizer | None:
+        """The model's token counter, the core's (``None``: the estimate)."""
+        return self.core.tokenize
 
     @property
     def events(self) -> EventBus:
@@ -131,8 +142,11 @@ class ServerContext:
         except ValueError as exc:
             raise Problem(400, "Invalid scope id", f"{exc}.", kind="invalid-scope-id") from None
 
-    async def handle(self, kind: Scope, scope_id: str) -> ScratchpadHandle:
+    async def handle(
+        self, kind: Scope, scope_id: str, caller: dict[str, Any] | None = None
+    ) -> ScratchpadHandle:
         """The core's handle on one scope, reporting to the app's bus: the tool's write path.
+        ``caller``: who sent the request, kept in the journal entry of each write.
 
         Bound without reading the scope first, as ``harness.update_state`` binds: a write
         merges into the *stored* state whatever the handle saw, so a read before it would
@@ -142,4 +156,10 @@ class ServerContext:
         layer = self.layer(kind)
         self.storage()  # not started: a 503, never a lazy open
         scope = RunScope(scope_id, scope_id if kind == "resource" else None)
-        return await self.core.handle(scope, layer=layer, read=False)
+        if caller is None:
+            return await self.core.handle(scope, layer=layer, read=False)
+        # As the core binds (its context: its bus, its token counter), over a view of its
+        # backend that stamps each journal entry with the caller.
+        ctx = self.core.context(scope)
+        stamped = CallerStamp(self.storage(), caller)
+        return layer.bind(ScopedStorage.for_layer(stamped, layer, ctx), ctx, layer.initial_state())

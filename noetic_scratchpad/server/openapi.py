@@ -21,6 +21,7 @@ from .problems import MEDIA_TYPE
 from .revisions import MAX_HISTORY
 from .schemas import base_schemas
 from .subjects import MAX_THREADS
+from .views import MAX_BUDGET
 
 __all__ = ("MAX_OFFSET", "openapi_document")
 
@@ -85,6 +86,7 @@ def openapi_document(
         schemas[f"{kind}_update"] = update_schema
         base = f"/api/scopes/{kind}/{{scope_id}}"
         paths[base] = _scope_operations(kind, token)
+        paths[base + "/view"] = {"get": _view_operation(kind, token)}
         paths[base + "/history"] = {"get": _history_operation(kind, token)}
         paths[base + "/revert"] = {"post": _revert_operation(kind, token)}
         paths[base + "/export"] = {"get": _subject_operation(kind, token, erase=False)}
@@ -153,6 +155,26 @@ def _history_operation(kind: str, token: bool) -> dict[str, Any]:
             "in": "query",
             "description": "How many entries, at most (default 20)",
             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_HISTORY},
+        },
+    ]
+    return operation
+
+
+def _view_operation(kind: str, token: bool) -> dict[str, Any]:
+    operation = _operation(
+        f"What the model reads of a {kind} scope: its block, tokens against the budget, "
+        "and what a cut leaves out",
+        token,
+        {200: _json({"$ref": "#/components/schemas/View"})},
+        [400, 404, 409, 503],
+    )
+    operation["parameters"] = [
+        {"$ref": "#/components/parameters/scope_id"},
+        {
+            "name": "budget",
+            "in": "query",
+            "description": "The block's budget in tokens (default, the layer's)",
+            "schema": {"type": "integer", "minimum": 0, "maximum": MAX_BUDGET},
         },
     ]
     return operation

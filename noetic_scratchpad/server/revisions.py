@@ -139,12 +139,13 @@ class Revisions:
         entries = history_of(
             found.value, found.revision, ((r.revision, r.written_at, r.entry) for r in rows)
         )
+        callers = {row.revision: _caller(row.entry) for row in rows}
         body = {
             "kind": target.kind,
             "id": target.id,
             "layer": target.layer_id,
             "revision": found.revision,
-            "entries": [_entry(entry) for entry in entries],
+            "entries": [_entry(entry, callers.get(entry.revision)) for entry in entries],
         }
         return json_response(body)
 
@@ -251,7 +252,13 @@ def _revision_of(body: Mapping[str, Any]) -> int:
     )
 
 
-def _entry(entry: HistoryEntry) -> dict[str, Any]:
+def _caller(entry: Any) -> dict[str, Any] | None:
+    """Who sent the HTTP request that made a journal entry (``None``: not a request)."""
+    caller = entry.get("caller") if isinstance(entry, dict) else None
+    return caller if isinstance(caller, dict) else None
+
+
+def _entry(entry: HistoryEntry, caller: dict[str, Any] | None) -> dict[str, Any]:
     """A history entry as JSON; in its diff, a value that was not there is left out."""
     changes: dict[str, dict[str, Any]] | None = None
     if entry.changes is not None:
@@ -267,6 +274,7 @@ def _entry(entry: HistoryEntry) -> dict[str, Any]:
         "written_at": iso_time(entry.written_at),
         "source": entry.source,
         "call_id": entry.call_id,
+        "caller": caller,
         "keys": list(entry.keys),
         "update": entry.update,
         "replaced": entry.replaced,

@@ -72,6 +72,7 @@ def base_schemas(kinds: list[Scope]) -> dict[str, Any]:
                 },
             },
         },
+        "View": _view(kinds),
         "History": _history(kinds),
         "HistoryEntry": _history_entry(),
         "Revert": {
@@ -83,6 +84,76 @@ def base_schemas(kinds: list[Scope]) -> dict[str, Any]:
                     **_INTEGER,
                     "description": "The revision whose state to restore (0: the initial state)",
                 }
+            },
+        },
+    }
+
+
+def _view(kinds: list[Scope]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": [
+            "kind",
+            "id",
+            "layer",
+            "revision",
+            "budget",
+            "counter",
+            "empty",
+            "text",
+            "tokens",
+            "total_tokens",
+            "omitted_tokens",
+            "cut",
+        ],
+        "properties": {
+            "kind": {"type": "string", "enum": kinds},
+            "id": {"type": "string"},
+            "layer": {"type": "string"},
+            "revision": _INTEGER,
+            "budget": {**_INTEGER, "description": "The block's budget in tokens"},
+            "counter": {
+                "type": "string",
+                "enum": ["estimate", "count_tokens"],
+                "description": "What counts the tokens: the default estimate (about four "
+                "characters a token), or the app's count_tokens",
+            },
+            "empty": {
+                "type": "boolean",
+                "description": "The state is empty: the model is shown no block at all",
+            },
+            "text": {
+                "type": ["string", "null"],
+                "description": "The block exactly as the model reads it; null when empty, or "
+                "when not even a cut block fits the budget",
+            },
+            "tokens": {**_INTEGER, "description": "The block's tokens (at most the budget)"},
+            "total_tokens": {**_INTEGER, "description": "The whole block's tokens, uncut"},
+            "omitted_tokens": {**_INTEGER, "description": "About how many tokens the cut left out"},
+            "cut": {
+                "description": "null when the model sees everything",
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "required": ["notice", "shown_chars", "hidden"],
+                        "properties": {
+                            "notice": {
+                                "type": ["string", "null"],
+                                "description": "The block's last line, telling the model "
+                                "of the cut",
+                            },
+                            "shown_chars": {
+                                **_INTEGER,
+                                "description": "How many characters of the body it shows",
+                            },
+                            "hidden": {
+                                "type": "string",
+                                "description": "The rest of the body: what the model does not see",
+                            },
+                        },
+                    },
+                    {"type": "null"},
+                ],
             },
         },
     }
@@ -120,6 +191,7 @@ def _history_entry() -> dict[str, Any]:
             "written_at",
             "source",
             "call_id",
+            "caller",
             "keys",
             "update",
             "replaced",
@@ -130,6 +202,23 @@ def _history_entry() -> dict[str, Any]:
             "written_at": {"type": "string", "format": "date-time"},
             "source": {"type": "string", "description": "tool, store, api or revert"},
             "call_id": {"type": ["string", "null"]},
+            "caller": {
+                "description": "Who sent the HTTP request that made the write (null: not "
+                "one, such as a tool call or code): how it was authorized, and the client's "
+                "address and User-Agent as the request gave them",
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "required": ["auth", "address", "agent"],
+                        "properties": {
+                            "auth": {"type": "string", "enum": ["token", "session", "none"]},
+                            "address": {"type": ["string", "null"]},
+                            "agent": {"type": ["string", "null"]},
+                        },
+                    },
+                    {"type": "null"},
+                ],
+            },
             "keys": {"type": "array", "items": {"type": "string"}},
             "update": {"description": "The change as applied"},
             "replaced": {"type": "boolean", "description": "The write replaced the whole state"},

@@ -23,6 +23,7 @@ from ..errors import ScratchpadUpdateError
 from ..events import ScratchpadEvent
 from ..keys import SCOPES, layer_prefix, parse_state_key
 from ..keys import Scope as ScopeKind
+from .callers import caller_of
 from .context import ServerContext
 from .guard import session_of
 from .inputs import int_param, iso_time, json_response, read_json_object
@@ -32,6 +33,7 @@ from .revisions import Precondition, Revisions, not_stored, scope_response
 from .stream import EventStream
 from .subjects import SubjectRoutes
 from .target import Target
+from .views import ModelViews
 
 __all__ = ("ScopeRoutes",)
 
@@ -46,8 +48,10 @@ class ScopeRoutes:
         self.ctx = ctx
         self.revisions = Revisions(ctx)
         self.subjects = SubjectRoutes(ctx)
+        self.views = ModelViews(ctx)
         self.actions: dict[str, dict[str, Handler]] = {
             "": {"GET": self.read, "PATCH": self.update, "DELETE": self.reset},
+            "view": {"GET": self.views.view},
             "history": {"GET": self.revisions.history},
             "revert": {"POST": self.revert},
             "events": {"GET": self.scope_events},
@@ -166,7 +170,7 @@ class ScopeRoutes:
         With ``If-Match``, only onto the state it names (412 otherwise)."""
         values = await read_json_object(request, self.ctx.limits.max_body_bytes)
         condition = Precondition.of(request)
-        handle = await self.ctx.handle(target.kind, target.id)
+        handle = await self.ctx.handle(target.kind, target.id, self._caller(request))
         revision = handle.revision
         try:
             if condition is not None:
@@ -183,8 +187,11 @@ class ScopeRoutes:
 
     async def revert(self, request: Request, target: Target) -> Response:
         """``{"revision": N}``: the state right after revision N becomes a new revision."""
-        handle = await self.ctx.handle(target.kind, target.id)
+        handle = await self.ctx.handle(target.kind, target.id, self._caller(request))
         return await self.revisions.revert(request, target, handle)
+
+    def _caller(self, request: Request) -> dict[str, Any]:
+        return caller_of(request, token_required=self.ctx.token_required)
 
     async def reset(self, request: Request, target: Target) -> Response:
         """Delete the scope's state; 404 when nothing is stored. The state is not read, so

@@ -350,6 +350,7 @@ async def test_openapi_describes_the_layers_update_body() -> None:
         "/api/scopes/thread/{scope_id}/revert",
         "/api/scopes/thread/{scope_id}/export",
         "/api/scopes/thread/{scope_id}/erase",
+        "/api/scopes/thread/{scope_id}/view",
     }
     update = document["components"]["schemas"]["thread_update"]
     assert set(update["properties"]) == {"currentGoal", "completedSteps", "blockers"}

@@ -92,6 +92,7 @@ OPERATIONS = [
             ("GET", ""),
             ("PATCH", ""),
             ("DELETE", ""),
+            ("GET", "/view"),
             ("GET", "/history"),
             ("POST", "/revert"),
             ("GET", "/export"),
