@@ -2,9 +2,11 @@
 
 It opens the page with the token in the URL's fragment (which never reaches the server),
 sees a scope appear when an update is made through the API, sees a rejected update listed
-with its reason, and follows the selected scope's state live; its history panel shows each
-revision with a diff, live, and reverts one after a confirm. The history test saves the
-screenshot that docs/server.md shows. Runs in CI always (``.ci/run`` installs chromium);
+with its reason, and follows the selected scope's state live, its events listed apart from
+other scopes'; its history panel shows each revision with a diff and who wrote it, live,
+and reverts one after a confirm; the model's view shows the block the model reads, its
+tokens against the budget, and the cut. The model's view test saves the screenshot that
+docs/server.md shows. Runs in CI always (``.ci/run`` installs chromium);
 elsewhere it is skipped, with the reason, where chromium is missing.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -133,7 +136,16 @@ async def test_the_inspector_follows_scopes_state_and_events_live() -> None:
         await expect(rejected).to_contain_text("rejected (schema)")
         await expect(rejected).to_contain_text("blockers: Input should be a valid list")
         await expect(state.locator(".notice")).to_contain_text("rejected (schema)")
+        # The events pane shows the selected scope's events; "all scopes" shows every one.
+        await expect(page.locator(".event.applied")).to_have_count(2)
+        await expect(page.locator(".event")).to_have_count(3)
+        await expect(page.locator(".event .scope-id")).to_have_text(
+            ["thread support-ticket-4821"] * 3
+        )
+        await page.check("#all-events")
         await expect(page.locator(".event.applied")).to_have_count(4)
+        await page.uncheck("#all-events")
+        await expect(page.locator(".event.applied")).to_have_count(2)
 
         # A write by another process sharing the storage raises no event here: the
         # page polls, and shows it within a few seconds.
@@ -145,9 +157,14 @@ async def test_the_inspector_follows_scopes_state_and_events_live() -> None:
         await expect(state).to_contain_text("Nightly reconciliation")
         await elsewhere.update({"completedSteps": ["Matched 1,204 payouts"]})
         await expect(state).to_contain_text("Matched 1,204 payouts", timeout=8000)
+        await expect(page.locator(".event")).to_have_count(0)  # none of batch-job's here
+        await expect(page.locator("#no-events")).to_have_text("No events for this scope yet.")
+        await page.check("#all-events")
         await expect(page.locator(".event.applied")).to_have_count(4)
+        await page.uncheck("#all-events")
         await ticket.click()
         await expect(state).to_contain_text("Refund issued")
+        await expect(page.locator(".event")).to_have_count(3)
 
 
 @pytest.mark.asyncio
@@ -227,6 +244,77 @@ async def test_the_history_panel_shows_each_revision_and_reverts_after_a_confirm
         assert refused.status_code == 422
         await expect(state.locator(".notice")).to_contain_text("rejected (schema)")
         await expect(page.locator(".event.rejected")).to_have_count(1)
+
+        screenshot = tmp_path / "history.png"
+        await page.screenshot(path=str(screenshot))
+    assert screenshot.stat().st_size > 10_000
+
+
+@pytest.mark.asyncio
+async def test_the_model_view_shows_the_block_its_tokens_the_cut_and_who_wrote_what(
+    tmp_path: Path,
+) -> None:
+    """The block the model reads, as the API renders it, against the budget; with a
+    smaller budget the cut is marked and the part the model does not see shown apart.
+    The history says who wrote each revision; the events are the selected scope's."""
+    require_chromium()
+    from playwright.async_api import expect
+
+    ticket_url = "/api/scopes/thread/support-ticket-4821"
+    steps = [f"Matched payout {4100 + i} to its invoice" for i in range(24)]
+    async with signed_in_inspector(height=900) as (pad, api, page):
+        await api.patch(
+            ticket_url,
+            json={"currentGoal": "Refund the duplicate charge on order 4821"},
+            headers={"User-Agent": "support-console/3.2"},
+        )
+        await page.locator('tr.scope[data-id="support-ticket-4821"]').click()
+        model = page.locator("#model-view")
+        block = model.locator("pre.block")
+        await expect(block).to_contain_text("Refund the duplicate charge on order 4821")
+        whole = (await api.get(ticket_url + "/view")).json()
+        assert await block.text_content() == whole["text"]
+        summary = page.locator("#view-summary")
+        await expect(summary).to_have_text(
+            f"{whole['tokens']} / 1500 tokens (estimated: ~4 characters a token)"
+        )
+        await expect(model.locator(".cut-notice")).to_have_count(0)
+
+        # The model's tool call, on the app's bus: the view follows it.
+        handle = await scratchpad(schema=TaskNotes).open(
+            pad.storage, thread_id="support-ticket-4821", events=pad.events
+        )
+        await handle.call("update", {"completedSteps": steps}, call_id="call_7")
+        await expect(block).to_contain_text("Matched payout 4123 to its invoice")
+
+        # A budget too small for the notes: the cut is marked, the rest shown apart.
+        await page.fill("#budget", "120")
+        await page.press("#budget", "Enter")
+        notice = model.locator(".cut-notice")
+        await expect(notice).to_contain_text("[scratchpad view truncated: about ")
+        await expect(model.locator("pre.hidden-part")).to_contain_text("Matched payout 4123")
+        await expect(block).not_to_contain_text("Matched payout 4123")
+        cut = (await api.get(ticket_url + "/view", params={"budget": 120})).json()
+        assert await block.text_content() == cut["text"]
+        assert await model.locator("pre.hidden-part").text_content() == cut["cut"]["hidden"]
+        await expect(summary).to_contain_text(
+            f"{cut['tokens']} / 120 tokens (estimated: ~4 characters a token) · cut: about "
+            f"{cut['omitted_tokens']} of {cut['total_tokens']} left out"
+        )
+        await expect(page.locator("#view-meter")).to_have_class(re.compile(r"\bcut\b"))
+
+        # Who wrote each revision.
+        history = page.locator("#history")
+        await expect(history.locator('.rev[data-revision="1"] .by')).to_have_text(
+            "by HTTP · with the token · 127.0.0.1 · support-console/3.2"
+        )
+        second = history.locator('.rev[data-revision="2"]')
+        await expect(second.locator(".call")).to_have_text("call call_7")
+        await expect(second.locator(".by")).to_have_text("by the model")
+
+        # The events pane: this scope's two writes, not the seeded scopes'.
+        await expect(page.locator(".event.applied")).to_have_count(2)
+        await expect(page.locator("#event-count")).to_contain_text("of thread support-ticket-4821")
 
         screenshot = SCREENSHOT if os.environ.get(REFRESH_DOCS) else tmp_path / "inspector.png"
         await page.screenshot(path=str(screenshot))
