@@ -14,6 +14,7 @@ from mcp.server.stdio import stdio_server
 
 from ...events import EventBus
 from ...layer import ScratchpadLayer
+from ...render import Tokenizer, check_token_counter
 from ...storage import StorageBackend, open_storage
 from .lines import DEFAULT_MAX_MESSAGE_BYTES, OnOversized, PipeLines, check_max_message_bytes
 from .oversize import OversizeRefusals
@@ -32,6 +33,7 @@ async def serve_stdio(
     default_id: str = "default",
     events: EventBus | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    count_tokens: Tokenizer | None = None,
 ) -> None:
     """Serve MCP on this process's stdin and stdout until the client closes stdin.
 
@@ -43,11 +45,17 @@ async def serve_stdio(
     longer one is discarded as it arrives, never held whole: a request is answered with a
     JSON-RPC error (``-32600``) when its id can be read from its first bytes, anything else
     is logged, and the messages after it are served.
+
+    ``count_tokens``: the model's token counter, for ``scratchpad_read``'s block (see
+    ``create_server``).
     """
     check_max_message_bytes(max_message_bytes)
+    check_token_counter(count_tokens)  # before storage is opened
     backend = await open_storage(storage) if isinstance(storage, str) else storage
     try:
-        server = create_server(layer, backend, default_id=default_id, events=events)
+        server = create_server(
+            layer, backend, default_id=default_id, events=events, count_tokens=count_tokens
+        )
         refusals = OversizeRefusals(max_message_bytes)
         stdin = cancellable_stdin(max_message_bytes, refusals)
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
