@@ -21,7 +21,7 @@ from ..layer.view import view_of
 from .context import ServerContext
 from .inputs import int_param, json_response
 from .problems import storage_errors
-from .revisions import not_stored
+from .revisions import Revisions, not_stored
 from .target import Target
 
 __all__ = ("MAX_BUDGET", "ModelViews")
@@ -35,6 +35,7 @@ class ModelViews:
 
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
+        self.revisions = Revisions(ctx)
 
     async def view(self, request: Request, target: Target) -> Response:
         """The block, its tokens, the budget, and what the cut leaves out; 404 when
@@ -42,7 +43,11 @@ class ModelViews:
         layer = self.ctx.layer(target.kind)
         budget = int_param(request, "budget", layer.budget.max, 0, MAX_BUDGET)
         scope = RunScope(target.id, target.id if target.kind == "resource" else None)
-        self.ctx.storage()  # not started: a 503, never a lazy open
+        # Read first, as every endpoint does: nothing stored is a 404, and a stored value
+        # that cannot be read a 409 (a host would discard it and show the initial state).
+        # Before the lifespan, a 503: never a lazy open.
+        if await self.revisions.stored(target) is None:
+            raise not_stored(target)
         with storage_errors():
             # The core's handle in its context (its token counter), on a bus of its own: a
             # state the schema no longer takes is reported when a host loads it, not each

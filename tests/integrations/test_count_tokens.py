@@ -34,7 +34,7 @@ from noetic_scratchpad import (
     ViewTruncated,
     scratchpad,
 )
-from noetic_scratchpad.integrations.mcp import create_server
+from noetic_scratchpad.integrations.mcp import create_server, serve_stdio
 from noetic_scratchpad.integrations.openai_agents import Scratchpad
 from noetic_scratchpad.integrations.pydantic_ai import ScratchpadCapability, ScratchpadToolset
 from noetic_scratchpad.items import Message
@@ -207,3 +207,9 @@ def test_a_counter_that_is_not_a_function_is_refused_when_the_host_is_built(
 async def test_layer_open_refuses_a_counter_that_is_not_a_function() -> None:
     with pytest.raises(ScratchpadConfigError, match="count_tokens must be a function"):
         await scratchpad().open(MemoryStorage(), thread_id="t1", count_tokens=NOT_A_COUNTER)  # type: ignore[arg-type]
+
+
+@pytest.mark.asyncio
+async def test_serve_stdio_refuses_a_counter_that_is_not_a_function_before_serving() -> None:
+    with pytest.raises(ScratchpadConfigError, match="count_tokens must be a function"):
+        await serve_stdio(MemoryStorage(), count_tokens=NOT_A_COUNTER)  # type: ignore[arg-type]

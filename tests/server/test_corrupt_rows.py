@@ -60,6 +60,7 @@ async def test_reading_or_writing_a_corrupt_scope_is_a_409_without_retry_after(
     assert_corrupt(await client.get(SCOPE))
     assert_corrupt(await client.patch(SCOPE, json={"goal": "again"}))
     assert_corrupt(await client.get(f"{SCOPE}/history"))
+    assert_corrupt(await client.get(f"{SCOPE}/view"))
     assert_corrupt(await client.post(f"{SCOPE}/revert", json={"revision": 1}))
     # Other scopes are served as usual.
     assert (await client.patch("/api/scopes/thread/t2", json={"goal": "other"})).status_code == 200
