@@ -194,3 +194,25 @@ async def test_failure_is_the_one_text_for_a_tool_of_the_hosts_that_wrote_the_sc
 )
 def test_a_tools_result_reads_as_text_or_json(value: object, text: str) -> None:
     assert format_output(value) == text
+
+
+@pytest.mark.asyncio
+async def test_count_tokens_sizes_every_block_the_core_renders() -> None:
+    """The core's ``count_tokens`` is the one counter its contexts, and so its blocks, use."""
+
+    def one_a_character(text: str) -> int:
+        return len(text)
+
+    notes = {"steps": [f"step {i}: checked the invoice batch" for i in range(9)]}
+    async with ScratchpadCore(storage=MemoryStorage(), count_tokens=one_a_character) as core:
+        assert core.tokenize is one_a_character
+        assert core.context("t1").tokenize is one_a_character
+        await (await core.handle("t1", read=False)).update(notes)
+        block = await core.block("t1", budget=200)
+    assert "[scratchpad view truncated:" in block  # the estimate would fit it whole
+    assert len(block) <= 200
+
+
+def test_count_tokens_that_is_not_callable_is_refused_when_the_core_is_built() -> None:
+    with pytest.raises(ScratchpadConfigError, match="count_tokens must be a function"):
+        ScratchpadCore(count_tokens=42)  # type: ignore[arg-type]
