@@ -85,6 +85,11 @@ class ScratchpadCore:
             from ..layer import scratchpad
 
             layers = (scratchpad(),)
+        elif isinstance(layers, str):  # a Sequence too, of characters
+            raise ScratchpadConfigError(
+                f"layers is the text {layers!r}, not a layer; give layers as scratchpad(...) "
+                "objects and a storage URL as storage=..."
+            )
         elif isinstance(layers, ScratchpadLayer) or not isinstance(layers, Sequence):
             layers = (layers,)  # a single layer
         self.layers: tuple[ContextLayer, ...] = tuple(layers)

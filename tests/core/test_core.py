@@ -142,6 +142,8 @@ async def test_layers_are_found_by_id_or_object() -> None:
         core.layer("nope")
     with pytest.raises(ScratchpadConfigError, match="layers is empty"):
         ScratchpadCore([])
+    with pytest.raises(ScratchpadConfigError, match="storage URL as storage="):
+        ScratchpadCore("sqlite:///notes.db")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("bad", ["", None, 3, ("t", 4), ("a", "b", "c")])
