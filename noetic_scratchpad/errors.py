@@ -7,6 +7,8 @@
     ├── ScratchpadUpdateError            an update was refused; nothing was written
     │   ├── ScratchpadValidationError    the merged state fails the schema (reason "schema")
     │   ├── ScratchpadReadOnlyError      the scratchpad is read-only (reason "read_only")
+    │   ├── ScratchpadPartlySeenError    the model's update would replace a list or text
+    │   │                                its view shows in part (reason "shown_in_part")
     │   └── ScratchpadCorruptStateError  the stored state cannot be read (reason "corrupt";
     │                                    also a StorageCorruptError)
     ├── StorageError                     the backend failed; the prior state is intact
@@ -33,6 +35,7 @@ __all__ = (
     "ScratchpadCorruptStateError",
     "ScratchpadError",
     "ScratchpadHistoryError",
+    "ScratchpadPartlySeenError",
     "ScratchpadReadOnlyError",
     "ScratchpadUpdateError",
     "ScratchpadValidationError",
@@ -100,6 +103,18 @@ class ScratchpadReadOnlyError(ScratchpadUpdateError):
     """A write reached a scratchpad configured with ``read_only=True``."""
 
     reason = "read_only"
+
+
+class ScratchpadPartlySeenError(ScratchpadUpdateError):
+    """A model's update would replace a list (or a text) that its view of the scratchpad,
+    cut to the token budget, shows only in part, and drop what it does not show: nothing
+    was written. ``errors`` holds one entry per such part: ``loc`` (its path of object
+    keys; ``[]`` for a text state), ``kind`` (``"list"`` or ``"text"``), ``total`` (items
+    or characters), ``shown`` and ``hidden``, and ``fixes``: what works instead
+    (``"append"``, through the edit tool, when the layer has one; ``"read"``, the read
+    tool, then the whole value). Only the model's writes are checked; code's are not."""
+
+    reason = "shown_in_part"
 
 
 class ScratchpadConflictError(ScratchpadUpdateError):

@@ -24,21 +24,25 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 __all__ = (
     "CLOSE_TAG",
     "OPEN_TAG",
+    "Cut",
     "RenderedView",
     "Tokenizer",
     "check_token_counter",
     "contains_float",
     "dumps_pretty",
     "estimate_tokens",
+    "hidden_text",
+    "may_be_cut",
     "render_block",
     "render_view",
+    "shown_in_part",
 )
 
 OPEN_TAG = "<scratchpad>"
@@ -154,12 +158,43 @@ def render_block(state: str | Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Cut:
+    """A list or a text that a view shows in part: the first ``head`` and the last ``tail``
+    of its ``total`` items (a list) or characters (a text), the middle left out.
+
+    ``path``: the object keys from the top of the state to it, as the edit tool takes a
+    path; ``()`` is a text state itself.
+    """
+
+    path: tuple[str, ...]
+    kind: Literal["list", "text"]
+    total: int
+    head: int
+    tail: int
+
+    @property
+    def hidden(self) -> int:
+        """How many items (or characters) the view leaves out."""
+        return self.total - self.head - self.tail
+
+    def describe(self) -> str:
+        """What the view hides of it, in words: for the cut notice and refusals."""
+        where = "the text" if not self.path else json.dumps(list(self.path), ensure_ascii=False)
+        unit = "items" if self.kind == "list" else "characters"
+        return (
+            f"{where} shows {self.head + self.tail:,} of its {self.total:,} {unit} (the "
+            f"first {self.head:,} and the last {self.tail:,})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class RenderedView:
     """A block cut to fit a budget. ``text`` is ``None`` when not even a cut view fits.
 
     ``body`` is the whole text between the tags and ``shown`` how many of its characters
     the view keeps (all of them when nothing was cut), so ``body[shown:]`` is what the
-    model does not see.
+    model does not see. A view shortened by its structure (``cuts``: the lists and texts
+    it shows in part) shows its whole ``body``, the state with those parts left out.
     """
 
     text: str | None
@@ -168,6 +203,7 @@ class RenderedView:
     omitted_tokens: int
     body: str = ""
     shown: int = 0
+    cuts: tuple[Cut, ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -180,14 +216,20 @@ def render_view(
     tokenize: Tokenizer = estimate_tokens,
     *,
     has_floats: bool | None = None,
+    advice: str = "",
 ) -> RenderedView:
     """Render ``state`` in at most ``budget`` tokens, as ``tokenize`` counts them.
 
-    When the whole block is too big, the body is cut (at a line end where possible) and a
-    last line inside the block says about how many tokens were left out. A counter of
-    the application's own (any but the default estimate) is checked on every count, and
-    need not grow with the text: a real tokenizer may count a longer prefix as fewer
-    tokens, and the cut still never exceeds the budget.
+    When the whole block is too big, its long lists and texts (those reached through
+    object keys, see :class:`Cut`) are shortened first: a list keeps its first and its
+    latest items, a text its beginning and its end, and a marker stands where the middle
+    was, so the body is still JSON (or the text) a reader can follow. A last line inside
+    the block says about how many tokens were left out, which parts are shown in part, and
+    ``advice`` (what the model can do about it). When even the shortest such view does
+    not fit, the body is cut as text (at a line end where possible) under a shorter
+    notice. A counter of the application's own (any but the default estimate) is checked
+    on every count, and need not grow with the text: a real tokenizer may count a longer
+    prefix as fewer tokens, and the view still never exceeds the budget.
     """
     if tokenize is not estimate_tokens:
         tokenize = _checked(tokenize)
@@ -196,6 +238,207 @@ def render_view(
     total = tokenize(full)
     if total <= budget:
         return RenderedView(full, total, total, 0, body, len(body))
+    shortened = _Shortening(state, budget, tokenize, total, has_floats, advice).run()
+    if shortened is not None:
+        return shortened
+    return _cut_as_text(body, budget, tokenize, total)
+
+
+def shown_in_part(
+    state: str | Mapping[str, Any],
+    budget: int,
+    tokenize: Tokenizer = estimate_tokens,
+    *,
+    has_floats: bool | None = None,
+) -> tuple[Cut, ...]:
+    """The lists and texts the view of ``state`` in ``budget`` tokens shows in part; ``()``
+    when it shows everything. Looks at no more than it must: a state whose every list and
+    text is short is never rendered."""
+    if not _parts(state):
+        return ()
+    return render_view(state, budget, tokenize, has_floats=has_floats).cuts
+
+
+#: A list is shortened only from this many items on, a text from this many characters.
+_MIN_ITEMS = 4
+_MIN_CHARS = 240
+#: The fewest items (characters) a shortened list (text) keeps.
+_KEEP_ITEMS = 2
+_KEEP_CHARS = 120
+
+
+def hidden_text(state: str | Mapping[str, Any], cuts: tuple[Cut, ...]) -> str:
+    """What a view shortened by ``cuts`` does not show of ``state``, for a person (the
+    inspector): each part's hidden items (characters), under a line naming them."""
+    sections = []
+    for cut in cuts:
+        value: Any = state
+        for key in cut.path:
+            value = value[key]
+        hidden = value[cut.head : cut.total - cut.tail]
+        unit = "items" if cut.kind == "list" else "characters"
+        where = json.dumps(list(cut.path), ensure_ascii=False) if cut.path else "the text"
+        body = (
+            hidden if isinstance(hidden, str) else json.dumps(hidden, indent=2, ensure_ascii=False)
+        )
+        sections.append(f"{where}, {unit} {cut.head} to {cut.total - cut.tail - 1}:\n{body}")
+    return "\n\n".join(sections)
+
+
+def may_be_cut(value: Any) -> bool:
+    """Whether a view may show ``value`` in part: a list or text long enough to shorten."""
+    kind = type(value)
+    return (kind is list and len(value) >= _MIN_ITEMS) or (kind is str and len(value) >= _MIN_CHARS)
+
+
+def _parts(state: str | Mapping[str, Any]) -> list[tuple[tuple[str, ...], Any]]:
+    """The lists and texts of ``state`` long enough to shorten, by their paths of object
+    keys (a list's items are never looked into)."""
+    found: list[tuple[tuple[str, ...], Any]] = []
+
+    def walk(value: Any, path: tuple[str, ...]) -> None:
+        kind = type(value)
+        if kind is dict:
+            for key, item in value.items():
+                walk(item, (*path, key))
+        elif may_be_cut(value):
+            found.append((path, value))
+
+    walk(state, ())
+    return found
+
+
+def _split(kind: str, shown: int) -> tuple[int, int]:
+    """How a list (text) shown in ``shown`` items (characters) splits into head and tail:
+    a few first items and mostly the latest ones; a third of a text's start."""
+    head = min(3, (shown + 2) // 4) if kind == "list" else shown // 3
+    return head, shown - head
+
+
+def _shorten(value: Any, cut: Cut) -> Any:
+    if cut.kind == "list":
+        marker = (
+            f"[{cut.hidden:,} items not shown here: indexes {cut.head} to "
+            f"{cut.total - cut.tail - 1}]"
+        )
+        return [*value[: cut.head], marker, *value[cut.total - cut.tail :]]
+    return (
+        f"{value[: cut.head]} [... {cut.hidden:,} characters not shown ...] "
+        f"{value[cut.total - cut.tail :]}"
+    )
+
+
+def _apply_cuts(state: str | Mapping[str, Any], cuts: tuple[Cut, ...]) -> Any:
+    """``state`` with each cut part shortened; copies only the objects on the way."""
+    if isinstance(state, str):  # a text state: its one cut is the text itself
+        return _shorten(state, cuts[0])
+    root = dict(state)
+    for cut in cuts:
+        node = root
+        for key in cut.path[:-1]:
+            node[key] = dict(node[key])
+            node = node[key]
+        node[cut.path[-1]] = _shorten(node[cut.path[-1]], cut)
+    return root
+
+
+def _notice(omitted: int, total: int, cuts: tuple[Cut, ...], advice: str) -> str:
+    parts = "; ".join(cut.describe() for cut in cuts)
+    text = (
+        f"[scratchpad view truncated: about {omitted} of {total} tokens left out; the full "
+        f"state is kept. Shown in part: {parts}."
+    )
+    return f"{text} {advice}]" if advice else f"{text}]"
+
+
+class _Shortening:
+    """The search for a view that shortens long lists and texts until the block fits.
+
+    The part that takes the most room is halved, again and again; once a block fits, the
+    last halving is undone as far as the budget allows (a binary search), so the view
+    keeps as much as fits."""
+
+    def __init__(
+        self,
+        state: str | Mapping[str, Any],
+        budget: int,
+        tokenize: Tokenizer,
+        total: int,
+        has_floats: bool | None,
+        advice: str,
+    ) -> None:
+        self.state = state
+        self.budget = budget
+        self.tokenize = tokenize
+        self.total = total
+        self.has_floats = has_floats
+        self.advice = advice
+        self.parts = _parts(state)
+        self.kinds: dict[tuple[str, ...], Literal["list", "text"]] = {
+            path: "list" if type(value) is list else "text" for path, value in self.parts
+        }
+        self.lengths = {path: len(value) for path, value in self.parts}
+        # The room each part takes, uncut (characters of its JSON), to pick the largest.
+        self.sizes = {path: len(_sized(value)) for path, value in self.parts}
+
+    def run(self) -> RenderedView | None:
+        shown = dict(self.lengths)
+        while True:
+            pick = self._largest(shown)
+            if pick is None:
+                return None
+            before = shown[pick]
+            shown[pick] = max(self._keep(pick), before // 2)
+            view = self._view(shown)
+            if view.tokens <= self.budget:
+                return self._widen(shown, pick, before, view)
+
+    def _keep(self, path: tuple[str, ...]) -> int:
+        return _KEEP_ITEMS if self.kinds[path] == "list" else _KEEP_CHARS
+
+    def _largest(self, shown: dict[tuple[str, ...], int]) -> tuple[str, ...] | None:
+        open_parts = [path for path in shown if shown[path] > self._keep(path)]
+        if not open_parts:
+            return None
+        return max(open_parts, key=lambda path: self.sizes[path] * shown[path] / self.lengths[path])
+
+    def _widen(
+        self,
+        shown: dict[tuple[str, ...], int],
+        pick: tuple[str, ...],
+        too_many: int,
+        fits: RenderedView,
+    ) -> RenderedView:
+        low, high = shown[pick], too_many
+        while high - low > 1:
+            middle = (low + high) // 2
+            view = self._view({**shown, pick: middle})
+            if view.tokens <= self.budget:
+                low, fits = middle, view
+            else:
+                high = middle
+        return fits
+
+    def _view(self, shown: dict[tuple[str, ...], int]) -> RenderedView:
+        cuts = tuple(
+            Cut(path, self.kinds[path], self.lengths[path], *_split(self.kinds[path], count))
+            for path, count in shown.items()
+            if count < self.lengths[path]
+        )
+        body = render_body(_apply_cuts(self.state, cuts), has_floats=self.has_floats)
+        omitted = max(1, self.total - self.tokenize(f"{OPEN_TAG}\n{body}\n{CLOSE_TAG}"))
+        notice = _notice(omitted, self.total, cuts, self.advice)
+        text = f"{OPEN_TAG}\n{body}\n{notice}\n{CLOSE_TAG}"
+        return RenderedView(text, self.tokenize(text), self.total, omitted, body, len(body), cuts)
+
+
+def _sized(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _cut_as_text(body: str, budget: int, tokenize: Tokenizer, total: int) -> RenderedView:
+    """The body cut as text, at a line end where possible, under a notice saying about how
+    many tokens were left out: when no shortened view fits."""
 
     def cut_block(length: int, omitted: int) -> str:
         notice = (

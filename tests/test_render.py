@@ -117,8 +117,9 @@ def test_custom_tokenizer_is_used_for_the_budget() -> None:
 
 
 def test_a_cut_view_says_what_part_of_the_body_it_shows() -> None:
-    """``body[shown:]`` is what the model does not see: the view's body is its prefix."""
-    state = {"steps": [f"step {i}: done" for i in range(60)]}
+    """``body[shown:]`` is what the model does not see: the view's body is its prefix
+    (a state of many short keys, which no list or text shortening can fit)."""
+    state = {f"step {i}": "done" for i in range(60)}
     view = render_view(state, 80)
 
     assert view.text is not None

@@ -41,7 +41,7 @@ from ..adapters.names import check_tool_names
 from ..core import RunScope, ScratchpadCore, as_scope
 from ..errors import ScratchpadConfigError
 from ..events import EventBus
-from ..layer import HostTool, ScratchpadHandle, ScratchpadLayer, scratchpad
+from ..layer import HostTool, ScratchpadHandle, ScratchpadLayer, read_tool_name, scratchpad
 from ..placement import DEFAULT_PLACEMENT, Placement, check_placement, without_block
 from ..render import Tokenizer
 from ..storage import StorageBackend
@@ -162,12 +162,17 @@ class Scratchpad:
         self._placed: OrderedDict[str, str] = OrderedDict()
         self._filtered = False  # input_filter has run: the block can be moved
         self._unfiltered_calls = 0
-        self._names = {"update": tool_name, "edit": edit_tool_name}
+        self._names = {
+            "update": tool_name,
+            "edit": edit_tool_name,
+            "read": read_tool_name(tool_name),
+        }
         self.tools: list[FunctionTool] = [
             self._build_tool(tool) for tool in self.core.tools(self._names)
         ]
-        """The tools: ``Agent(tools=notes.tools)`` (the update tool, and the edit tool
-        with ``edit_tool=True``)."""
+        """The tools: ``Agent(tools=notes.tools)`` (the update tool, the edit tool with
+        ``edit_tool=True``, and the read tool, for the parts of a view cut to its budget,
+        when the state may outgrow it)."""
         self.tool = self.tools[0]
         """The update tool alone."""
 
@@ -260,9 +265,11 @@ class Scratchpad:
         """Refuse an agent that was given some of the scratchpad's tools but not all: with
         ``edit_tool=True`` and ``tools=[notes.tool]``, the edit tool would be missing."""
         given = {id(tool) for tool in agent.tools}
-        mine = [tool for tool in self.tools if id(tool) in given]
-        if mine and len(mine) < len(self.tools):
-            missing = ", ".join(tool.name for tool in self.tools if id(tool) not in given)
+        # The read tool may be left out: the model then sees only what the block shows.
+        needed = [tool for tool in self.tools if tool.name != self._names["read"]]
+        mine = [tool for tool in needed if id(tool) in given]
+        if mine and len(mine) < len(needed):
+            missing = ", ".join(tool.name for tool in needed if id(tool) not in given)
             raise ScratchpadConfigError(
                 f"the agent {agent.name!r} has the scratchpad's tool {mine[0].name!r} but not "
                 f"{missing}, which this scratchpad offers (edit_tool=True); pass "

@@ -26,9 +26,11 @@ from .failures import (
 )
 from .handle import ScratchpadHandle
 from .journal import HistoryEntry
+from .reading import READ_PARAMETERS, read_tool_name
 from .scratchpad import HostTool, ScratchpadLayer, scratchpad
 
 __all__ = (
+    "READ_PARAMETERS",
     "UPDATE_TOOL",
     "Budget",
     "ContextLayer",
@@ -51,6 +53,7 @@ __all__ = (
     "StoreResult",
     "empty_text",
     "parse_arguments",
+    "read_tool_name",
     "refusal_text",
     "scratchpad",
     "storage_failure_text",

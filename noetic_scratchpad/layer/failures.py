@@ -17,6 +17,10 @@ The HTTP app (``server/problems.py``) and the CLI render the same errors for the
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from ..edits import EDIT_REASONS
 from ..errors import ScratchpadUpdateError, StorageError, StorageOutcomeUnknownError
 from .texts import FREE_EXAMPLE
@@ -25,6 +29,8 @@ __all__ = (
     "FIX_HINTS",
     "empty_text",
     "refusal_text",
+    "shown_in_part_hint",
+    "sibling_tool",
     "storage_failure_text",
     "unreadable_resource_text",
     "unreadable_text",
@@ -49,9 +55,42 @@ def refusal_text(exc: ScratchpadUpdateError, tool: str, example: str = FREE_EXAM
     """The model's text for its call of ``tool`` (as the host presents it) that ``exc``
     refused: what happened, then what to do, if there is a hint for its reason.
     ``example``: an update in the layer's schema's words (``layer.texts.example``)."""
+    if exc.reason == "shown_in_part":
+        return f"{exc.message} {shown_in_part_hint(exc.errors, tool)}"
     hints = EDIT_REASONS if exc.refused == "edit" and exc.reason in EDIT_REASONS else FIX_HINTS
     hint = hints.get(exc.reason)
     return f"{exc.message} {hint.format(tool=tool, example=example)}" if hint else exc.message
+
+
+def shown_in_part_hint(parts: Sequence[Mapping[str, Any]], tool: str) -> str:
+    """What to do after an update refused for dropping what the view hid (``parts``: the
+    refusal's ``errors``), naming the edit and read tools after ``tool``, the update tool
+    as the host presents it (``scratchpad_update``: ``scratchpad_edit``,
+    ``scratchpad_read``)."""
+    fixes = {fix for part in parts for fix in part.get("fixes", ())}
+    read = sibling_tool(tool, "read")
+    path = json.dumps(parts[0].get("loc", []), ensure_ascii=False) if parts else "[]"
+    steps = []
+    if "append" in fixes:
+        steps.append(
+            f"To add items to a list, call {sibling_tool(tool, 'edit')} with an append "
+            f"operation at its path (such as {path}): it keeps the items you do not see"
+        )
+    steps.append(
+        f"to rewrite it, first call {read} with its path to see the hidden part, then call "
+        f"{tool} with the whole value, the hidden part included"
+    )
+    text = "; ".join(steps)
+    return text[0].upper() + text[1:] + "."
+
+
+def sibling_tool(tool: str, function: str) -> str:
+    """The name of the layer's ``function`` tool beside ``tool``, its update tool as the
+    host presents it: ``scratchpad/update`` -> ``scratchpad/read``; a name that does not
+    end in ``update`` gives ``the scratchpad's read tool``."""
+    if tool.endswith("update"):
+        return tool[: -len("update")] + function
+    return f"the scratchpad's {function} tool"
 
 
 def storage_failure_text(exc: StorageError, tool: str) -> str:

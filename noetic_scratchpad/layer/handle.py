@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
+from .. import _json
 from ..context import ExecutionContext
 from ..edits import edited_keys
 from ..events import WriteSource
 from ..keys import Scope
+from ..merge import MAX_DEPTH
 from ..storage import ScopedStorage
 from ..storage.base import MAX_JOURNAL_LIMIT, CommitFn, Revision
 from .arguments import applied_text, edited_text
@@ -16,6 +18,7 @@ from .config import ScratchpadState
 from .journal import HistoryEntry, Revert, history_of
 from .load import load, load_with_journal
 from .pipeline import Rewrite, UpdatePipeline, copy_state
+from .reading import read_part
 from .snapshot import Snapshot
 from .view import view_of
 from .writer import Prepare, ScopeWriter, Written
@@ -58,10 +61,18 @@ class ScratchpadHandle:
         self._layer_id = layer_id
         self._budget = budget
         self._edits = pipeline.config.edit_tool
+        self._reads = bool(getattr(owner, "read_tool", False))
+        self._advice = str(getattr(owner, "cut_advice", ""))
         self.scope = scope
         """The kind of scope ``scope_key`` names: ``"thread"`` or ``"resource"``."""
         self._writer = ScopeWriter(
-            pipeline, storage, ctx, layer_id=layer_id, scope_key=scope_key, scope=scope
+            pipeline,
+            storage,
+            ctx,
+            layer_id=layer_id,
+            scope_key=scope_key,
+            scope=scope,
+            view_budget=budget,
         )
 
     @property
@@ -109,7 +120,13 @@ class ScratchpadHandle:
     ) -> str:
         """Run the provided function ``name`` (``update``, or ``edit`` when the layer offers
         it) as the model's tool call; returns its output."""
-        offered = ("update", "edit") if self._edits else ("update",)
+        offered = tuple(
+            function
+            for function in ("update", "edit", "read")
+            if function == "update"
+            or (function == "edit" and self._edits)
+            or (function == "read" and self._reads)
+        )
         if name not in offered:
             names = " and ".join(repr(function) for function in offered)
             raise KeyError(f"the scratchpad provides no function {name!r}; it has {names}")
@@ -138,7 +155,34 @@ class ScratchpadHandle:
                 args, source=source, call_id=call_id, prepare=self._prepare_edit
             )
             return edited_text(edited_keys(written.applied["operations"])), written.wrote
+        if tool == f"{self._layer_id}/read" and self._reads:
+            return await self.read(args), False
         raise KeyError(f"the scratchpad offers no tool {tool!r}")
+
+    async def read(self, args: str | Mapping[str, Any]) -> str:
+        """The read tool's output for ``args`` (``{"path": [...], "start": ..., "end":
+        ...}``, or its JSON text): the part of the stored state they name, re-read first,
+        within the budget of the model's view."""
+        if isinstance(args, str):
+            try:
+                args = _json.loads_arguments(args)
+            except _json.ArgumentsError as exc:
+                return _json.arguments_problem(exc, max_depth=MAX_DEPTH)
+        if self.storage is not None:
+            await self.refresh()
+        return read_part(
+            self.state, args, self._writer.view_budget or self._budget, self.ctx.tokenize
+        )
+
+    @property
+    def cut_advice(self) -> str:
+        """What a cut view's notice tells the model to do (its layer's ``cut_advice``)."""
+        return self._advice
+
+    def viewed(self, budget: int) -> None:
+        """The model was shown the block in ``budget`` tokens: its writes are checked
+        against that view (see :mod:`.seen`)."""
+        self._writer.view_budget = budget
 
     async def edit(self, operations: Sequence[Mapping[str, Any]]) -> None:
         """Apply edit ``operations`` (see :func:`~noetic_scratchpad.edits.apply_edits`) in
@@ -234,6 +278,7 @@ class ScratchpadHandle:
         if not state:
             return ""
         limit = self._budget if budget is None else budget
+        self.viewed(limit)
         view = view_of(
             state,
             limit,
@@ -242,6 +287,7 @@ class ScratchpadHandle:
             scope_key=self.scope_key,
             scope=self.scope,
             has_floats=self.floats_hint(state),
+            advice=self._advice,
         )
         return view.text or ""
 

@@ -38,6 +38,7 @@ from ..render import contains_float
 from ..schema import SchemaGate
 from .arguments import describe_errors, json_kind, parse_arguments, reject_constant
 from .config import TEXT_FIELD, ScratchpadConfig, ScratchpadState
+from .seen import ViewLimit, check_seen
 from .snapshot import Snapshot
 
 __all__ = ("Rewrite", "Transition", "UpdatePipeline", "copy_state")
@@ -109,6 +110,7 @@ class UpdatePipeline:
         known: Snapshot | None = None,
         revision: int = 0,
         cleaned: bool = False,
+        seen: ViewLimit | None = None,
     ) -> Transition:
         """The state after ``update``, from what storage holds (``None``: nothing), as a
         :class:`~.snapshot.Snapshot` at ``revision`` (the revision it is to be stored at).
@@ -130,6 +132,8 @@ class UpdatePipeline:
             # Checked before merging: an update that happens to fix the bad field must not
             # bring back the rest of a state that init reported as discarded.
             state, stored = self.initial_state(), None
+        if seen is not None:
+            _check_seen(state, update, seen)
         refused = "update"
         if isinstance(update, Rewrite):
             refused = update.kind
@@ -274,6 +278,19 @@ def _text_rewrite(values: Mapping[str, Any]) -> dict[str, Any] | Rewrite:
         return text, ()
 
     return Rewrite(rewrite, {TEXT_FIELD: text}, "update")
+
+
+def _check_seen(
+    state: ScratchpadState, update: Mapping[str, Any] | Rewrite, seen: ViewLimit
+) -> None:
+    """The model's update (an update to merge, or the rewrite of text notes) checked
+    against its view of ``state``; an edit or a revert says what it changes, and is not."""
+    if not isinstance(update, Rewrite):
+        check_seen(state, update, seen)
+    elif update.kind == "update" and isinstance(update.applied, dict):
+        text = update.applied.get(TEXT_FIELD)
+        if isinstance(text, str):
+            check_seen(state, text, seen)
 
 
 def _read_only(refused: str) -> ScratchpadReadOnlyError:

@@ -31,6 +31,7 @@ from .config import EDIT_TOOL, UPDATE_TOOL, ScratchpadConfig, ScratchpadState
 from .handle import ScratchpadHandle, copy_state
 from .load import load
 from .pipeline import Rewrite, UpdatePipeline
+from .reading import READ_DESCRIPTION, READ_PARAMETERS, cut_advice, read_part
 from .texts import TEXT_PARAMETERS, texts_for
 from .view import view_of
 
@@ -97,6 +98,23 @@ class ScratchpadLayer:
                 exposed=not config.read_only,
                 strict=True,
             )
+        # The read tool, for the parts of a cut view: offered when the state may be larger
+        # than the block's budget (a token takes at least a byte of the stored JSON).
+        self.read_tool = config.max_state_bytes > self.budget.max
+        if self.read_tool:
+            self.provides["read"] = LayerFunction(
+                description=READ_DESCRIPTION,
+                parameters=READ_PARAMETERS,
+                transition=self._read_transition,
+                exposed=not config.read_only,
+                strict=True,
+            )
+        self.cut_advice = cut_advice(
+            writable=not config.read_only,
+            edit_tool=config.edit_tool,
+            read_tool=self.read_tool and not config.read_only,
+        )
+        """What a cut view's notice tells the model to do about the parts it cannot see."""
         self._tools = (UPDATE_TOOL, EDIT_TOOL) if config.edit_tool else (UPDATE_TOOL,)
         self.hooks = LayerHooks(
             init=self.init, recall=self.recall, store=self.store, on_spawn=self.on_spawn
@@ -145,14 +163,15 @@ class ScratchpadLayer:
         return handle
 
     def host_tools(self, names: Mapping[str, str]) -> list[HostTool]:
-        """The tools this scratchpad has (``update``, and ``edit`` with ``edit_tool=True``)
-        under the names a host presents them with: ``names`` maps each function to its
-        name. Texts that name another tool name it as the host does. A host offers the
-        model those that are ``exposed``."""
+        """The tools this scratchpad has (``update``, ``edit`` with ``edit_tool=True``, and
+        ``read`` when the state may outgrow the block's budget) under the names a host
+        presents them with: ``names`` maps each function to its name (a function it does
+        not name is left out). Texts that name another tool name it as the host does. A
+        host offers the model those that are ``exposed``."""
         tools = []
-        for function in ("update", "edit"):
+        for function in ("update", "edit", "read"):
             provided = self.provides.get(function)
-            if not isinstance(provided, LayerFunction):
+            if not isinstance(provided, LayerFunction) or function not in names:
                 continue
             description = provided.description
             if function == "edit":
@@ -194,8 +213,16 @@ class ScratchpadLayer:
         limit = budget.max if isinstance(budget, Budget) else budget
         handle = ctx.context.get(self.id)
         hint = handle.floats_hint(state) if isinstance(handle, ScratchpadHandle) else None
+        if isinstance(handle, ScratchpadHandle):
+            handle.viewed(limit)  # the model's writes are checked against this view
         view = view_of(
-            state, limit, ctx, layer_id=self.id, scope=self.config.scope, has_floats=hint
+            state,
+            limit,
+            ctx,
+            layer_id=self.id,
+            scope=self.config.scope,
+            has_floats=hint,
+            advice=self.cut_advice,
         )
         if view.text is None:
             return None
@@ -293,6 +320,11 @@ class ScratchpadLayer:
         change = self.pipeline.prepare_edit(args)
         result = self.pipeline.transition(state, change)
         return FunctionOutcome(result=edited_text(result.keys), state=result.state)
+
+    def _read_transition(self, args: Any, state: Any) -> FunctionOutcome:
+        """The provided ``read`` as a pure function of a state: the part ``args`` ask for,
+        in the layer's budget (estimated); the state unchanged."""
+        return FunctionOutcome(result=read_part(state, args, self.budget.max), state=state)
 
     def clean_update(self, args: Any) -> dict[str, Any] | Rewrite:
         """Parse and check an update before it meets any state; raises ``ScratchpadUpdateError``."""

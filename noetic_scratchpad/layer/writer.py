@@ -45,6 +45,7 @@ from .calls import CallClaim, RecentCalls, change_digest, recent_calls
 from .config import STATE_KEY
 from .journal import entry_of
 from .pipeline import Rewrite, Transition, UpdatePipeline
+from .seen import ViewLimit
 from .snapshot import LatestSnapshots, Snapshot, latest_snapshots
 
 __all__ = ("Change", "ScopeWriter", "Written", "conflict")
@@ -78,8 +79,12 @@ class ScopeWriter:
         layer_id: str,
         scope_key: str,
         scope: Scope = "thread",
+        view_budget: int | None = None,
     ) -> None:
         self.pipeline = pipeline
+        self.view_budget = view_budget
+        """The token budget of the model's view, which its writes are checked against
+        (:mod:`.seen`); ``None``: not checked."""
         self.scope = scope
         self.storage = storage
         self.ctx = ctx
@@ -134,6 +139,7 @@ class ScopeWriter:
                 call_id,
                 expected_revision,
                 base,
+                self._view_limit(source),
             )
             if self.storage is None:  # a host calling store without init: nothing to persist
                 attempt(Revision(base.state, base.revision))
@@ -166,6 +172,13 @@ class ScopeWriter:
             source, call_id, written.keys, revision, claim is not None and claim.reused
         )
         return Written(applied, snapshot, True)
+
+    def _view_limit(self, source: WriteSource) -> ViewLimit | None:
+        """What the model's write (``tool``, ``store``) is checked against; code's: nothing."""
+        if self.view_budget is None or source not in ("tool", "store"):
+            return None
+        edit_tool = self.pipeline.config.edit_tool
+        return ViewLimit(self.view_budget, self.ctx.tokenize, edit_tool)
 
     def _emit_applied(
         self,
@@ -273,6 +286,7 @@ class _Attempt:
         "pipeline",
         "produced",
         "scope",
+        "seen",
         "source",
     )
 
@@ -286,8 +300,10 @@ class _Attempt:
         call_id: str | None,
         expected: int | None,
         base: Snapshot,
+        seen: ViewLimit | None = None,
     ) -> None:
         self.pipeline = pipeline
+        self.seen = seen
         self.latest = latest
         self.scope = scope
         self.change = change
@@ -313,7 +329,7 @@ class _Attempt:
                 None if latest is None else latest.known(self.scope, self.pipeline, value, revision)
             )
         result = self.pipeline.transition(
-            value, change, known=known, revision=revision + 1, cleaned=True
+            value, change, known=known, revision=revision + 1, cleaned=True, seen=self.seen
         )
         self.produced = result
         if latest is not None:

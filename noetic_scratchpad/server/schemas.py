@@ -148,7 +148,15 @@ def _view(kinds: list[Scope]) -> dict[str, Any]:
                             },
                             "hidden": {
                                 "type": "string",
-                                "description": "The rest of the body: what the model does not see",
+                                "description": "What the model does not see: the rest of "
+                                "the body, or (a view shortened by its lists and texts) each "
+                                "part's hidden items under a line naming them",
+                            },
+                            "parts": {
+                                "type": "array",
+                                "description": "The lists and texts shown in part: path, "
+                                "kind (list or text), total and shown items (characters)",
+                                "items": {"type": "object"},
                             },
                         },
                     },

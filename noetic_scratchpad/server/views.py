@@ -18,6 +18,7 @@ from ..core import RunScope
 from ..events import EventBus
 from ..layer import ScratchpadHandle
 from ..layer.view import view_of
+from ..render import hidden_text
 from .context import ServerContext
 from .inputs import int_param, json_response
 from .problems import storage_errors
@@ -77,11 +78,22 @@ class ModelViews:
             scope=target.kind,
             scope_key=target.id,
             report=False,
+            advice=handle.cut_advice,
         )
         cut = None
         if view.truncated:
             notice = view.text.split("\n")[-2] if view.text is not None else None
-            cut = {"notice": notice, "shown_chars": view.shown, "hidden": view.body[view.shown :]}
+            hidden = hidden_text(state, view.cuts) if view.cuts else view.body[view.shown :]
+            parts = [
+                {
+                    "path": list(part.path),
+                    "kind": part.kind,
+                    "total": part.total,
+                    "shown": part.head + part.tail,
+                }
+                for part in view.cuts
+            ]
+            cut = {"notice": notice, "shown_chars": view.shown, "hidden": hidden, "parts": parts}
         return json_response(
             {
                 **body,

@@ -270,7 +270,10 @@ async def test_a_run_through_the_responses_api(placement: str | None) -> None:
     first, second = sent
     assert first["model"] == "test-model"
     assert first["temperature"] == 0
-    assert [(t["name"], t["strict"]) for t in first["tools"]] == [("scratchpad__update", False)]
+    assert [(t["name"], t["strict"]) for t in first["tools"]] == [
+        ("scratchpad__update", False),
+        ("scratchpad__read", True),  # strict: its schema is made for it
+    ]
     block = {
         "type": "message",
         "role": "developer",

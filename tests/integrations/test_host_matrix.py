@@ -124,7 +124,11 @@ def _scope(layer: ScratchpadLayer) -> tuple[str, str | None]:
 
 class ScriptedHarness(Host):
     name = "harness"
-    names: ClassVar[dict[str, str]] = {"update": "scratchpad/update", "edit": "scratchpad/edit"}
+    names: ClassVar[dict[str, str]] = {
+        "update": "scratchpad/update",
+        "edit": "scratchpad/edit",
+        "read": "scratchpad/read",
+    }
 
     async def run(
         self, layer: ScratchpadLayer, storage: StorageBackend, calls: Sequence[Call]
@@ -161,7 +165,11 @@ def _mock_transport(answers: list[dict[str, Any]], sent: list[dict[str, Any]]) -
 class ProviderHarness(Host):
     """The harness over a provider adapter and the provider's real SDK."""
 
-    names: ClassVar[dict[str, str]] = {"update": "scratchpad__update", "edit": "scratchpad__edit"}
+    names: ClassVar[dict[str, str]] = {
+        "update": "scratchpad__update",
+        "edit": "scratchpad__edit",
+        "read": "scratchpad__read",
+    }
 
     def __init__(self, api: Literal["responses", "chat", "anthropic"]) -> None:
         self.api = api
@@ -248,7 +256,11 @@ class ProviderHarness(Host):
 
 class PydanticAIHost(Host):
     name = "pydantic-ai"
-    names: ClassVar[dict[str, str]] = {"update": "scratchpad_update", "edit": "scratchpad_edit"}
+    names: ClassVar[dict[str, str]] = {
+        "update": "scratchpad_update",
+        "edit": "scratchpad_edit",
+        "read": "scratchpad_read",
+    }
 
     async def run(
         self, layer: ScratchpadLayer, storage: StorageBackend, calls: Sequence[Call]
@@ -281,7 +293,11 @@ class PydanticAIHost(Host):
 
 class AgentsSDKHost(Host):
     name = "agents-sdk"
-    names: ClassVar[dict[str, str]] = {"update": "scratchpad_update", "edit": "scratchpad_edit"}
+    names: ClassVar[dict[str, str]] = {
+        "update": "scratchpad_update",
+        "edit": "scratchpad_edit",
+        "read": "scratchpad_read",
+    }
 
     async def run(
         self, layer: ScratchpadLayer, storage: StorageBackend, calls: Sequence[Call]
@@ -310,7 +326,11 @@ class AgentsSDKHost(Host):
 
 class MCPHost(Host):
     name = "mcp"
-    names: ClassVar[dict[str, str]] = {"update": "scratchpad_update", "edit": "scratchpad_edit"}
+    names: ClassVar[dict[str, str]] = {
+        "update": "scratchpad_update",
+        "edit": "scratchpad_edit",
+        "read": "scratchpad_read",
+    }
     extra_tools: ClassVar[tuple[str, ...]] = ("scratchpad_read",)
 
     async def run(
@@ -433,10 +453,11 @@ async def test_every_option_means_the_same_in_every_host(host: Host, option: str
 
     seen = await host.run(layer, storage, calls)
 
-    offered = [] if options.get("read_only") else ["update"]
+    offered = [] if options.get("read_only") else ["update", "read"]
     if options.get("edit_tool"):
         offered.append("edit")
-    assert sorted(seen.tools) == sorted([*host.extra_tools, *(host.names[t] for t in offered)])
+    assert len(seen.tools) == len(set(seen.tools))
+    assert sorted(seen.tools) == sorted({*host.extra_tools, *(host.names[t] for t in offered)})
     texts = seen.texts
     if UPDATE in calls:
         assert texts["c1"] == "Scratchpad updated (currentGoal, completedSteps)."

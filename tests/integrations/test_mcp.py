@@ -110,7 +110,10 @@ async def test_lists_both_tools_with_the_schema_fields_under_update(mode: str) -
     assert fields.get("required", []) == []  # a partial update is fine
     assert "`update`" in (tools[UPDATE_TOOL].description or "")
     read = tools[READ_TOOL]
-    assert read.input_schema["properties"] == {"thread": update["properties"]["thread"]}
+    # The scope, and a part by path (the state may outgrow the block's budget).
+    assert read.input_schema["properties"]["thread"] == update["properties"]["thread"]
+    assert set(read.input_schema["properties"]) == {"thread", "path", "start", "end"}
+    assert read.input_schema.get("required", []) == []
     assert read.annotations is not None
     assert read.annotations.read_only_hint is True
 
@@ -314,7 +317,8 @@ async def test_a_resource_scoped_layer_takes_resource_ids() -> None:
         await client.call_tool(UPDATE_TOOL, {"update": {"likes": "coffee"}, "resource": "u7"})
         read = await client.read_resource("scratchpad://resource/u42")
 
-    assert all(set(t.input_schema["properties"]) <= {"update", "resource"} for t in tools)
+    parts = {"path", "start", "end"}  # the read tool's part, by path
+    assert all(set(t.input_schema["properties"]) <= {"update", "resource", *parts} for t in tools)
     assert (await layer.open(storage, thread_id="any", resource_id="u42")).state == {"likes": "tea"}
     assert (await layer.open(storage, thread_id="x", resource_id="u7")).state == {"likes": "coffee"}
     assert (await scratchpad().open(storage, thread_id="u42")).state == ""  # not the thread

@@ -220,7 +220,7 @@ async def test_an_empty_scratchpad_adds_no_block(notes: ScratchpadCapability) ->
     await agent.run("Hi.")
 
     assert script.instructions == [BASE]
-    assert script.tools == [["scratchpad_update"]]
+    assert script.tools == [["scratchpad_update", "scratchpad_read"]]
 
 
 async def test_writes_from_elsewhere_show_up_at_the_next_request(
@@ -312,7 +312,7 @@ async def test_a_refusal_names_the_tool_as_renamed_by_a_wrapper(
 
     await agent.run("Ship it.")
 
-    assert script.tools[0] == ["memo_scratchpad_update"]
+    assert script.tools[0] == ["memo_scratchpad_update", "memo_scratchpad_read"]
     [(outcome, text)] = tool_results(script.requests[1])
     assert outcome == "retried"
     assert "are a JSON array, not an object. Call memo_scratchpad_update with" in text
@@ -340,7 +340,11 @@ async def test_the_edit_tool_is_offered_and_its_refusals_name_it_as_renamed() ->
     async with notes:
         await agent.run("Tidy up.", conversation_id="t1")
 
-    assert sorted(script.tools[0]) == ["memo_scratchpad_edit", "memo_scratchpad_update"]
+    assert sorted(script.tools[0]) == [
+        "memo_scratchpad_edit",
+        "memo_scratchpad_read",
+        "memo_scratchpad_update",
+    ]
     [(outcome, text)] = tool_results(script.requests[1])
     assert outcome == "retried"
     assert "call memo_scratchpad_edit again" in text
@@ -631,13 +635,16 @@ async def test_test_model_calls_the_tool_and_sees_what_it_wrote() -> None:
 
     result = await agent.run("Ship it.", conversation_id="t1")
 
-    [call] = [
+    calls = [
         part
         for message in result.all_messages()
         if isinstance(message, ModelResponse)
         for part in message.parts
         if isinstance(part, ToolCallPart)
     ]
+    # TestModel calls every tool once: the update, and the read tool (a part by path).
+    assert sorted(part.tool_name for part in calls) == ["scratchpad_read", "scratchpad_update"]
+    [call] = [part for part in calls if part.tool_name == "scratchpad_update"]
     written = call.args_as_dict()
     assert written  # TestModel sent something to store
     assert await stored(notes, "t1") == written

@@ -134,10 +134,13 @@ def test_bad_limits_and_unknown_options_are_config_errors(
 
 
 def test_provides_keys_and_types() -> None:
-    """``provides`` has the data ``snapshot`` and the function ``update``."""
+    """``provides`` has the data ``snapshot`` and the functions ``update`` and ``read``
+    (the state may outgrow the block's budget); a state kept within the budget has no
+    part to read."""
     layer = scratchpad()
 
-    assert set(layer.provides) == {"snapshot", "update"}
+    assert set(layer.provides) == {"snapshot", "update", "read"}
+    assert set(scratchpad(max_state_bytes=1500).provides) == {"snapshot", "update"}
     assert isinstance(layer.provides["snapshot"], LayerData)
     update = layer.provides["update"]
     assert isinstance(update, LayerFunction)

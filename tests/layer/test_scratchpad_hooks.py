@@ -237,7 +237,9 @@ async def test_recall_over_budget_is_cut_reported_and_storage_keeps_everything(
     assert result is not None
     text = result.items[0].content  # type: ignore[union-attr]
     assert result.token_count == math.ceil(len(text) / 4) <= 200
-    assert text.endswith("the full state is kept]\n</scratchpad>")
+    assert '["log"] shows ' in text
+    assert " of its 300 items (the first " in text
+    assert text.endswith("call the read tool with its path.]\n</scratchpad>")
     [truncated] = events.of(ViewTruncated)
     assert (truncated.budget, truncated.scope_key, truncated.layer_id) == (200, "t1", "scratchpad")
     full = "<scratchpad>\n" + json.dumps(big, indent=2, ensure_ascii=False) + "\n</scratchpad>"

@@ -63,7 +63,7 @@ async def test_run_assembles_context_in_order_and_feeds_tool_output_back() -> No
         Message(role="developer", content='<scratchpad>\n{\n  "goal": "draft"\n}\n</scratchpad>'),
     ]
     assert first.params == {"temperature": 0}
-    assert [spec.name for spec in first.tools] == ["scratchpad/update"]
+    assert [spec.name for spec in first.tools] == ["scratchpad/update", "scratchpad/read"]
     assert first.tools[0].strict is False
     assert second.items[:2] == first.items[:2]  # the prefix a provider caches is unchanged
     assert second.items[-3:] == [
@@ -226,7 +226,8 @@ async def test_bad_calls_become_error_outputs_and_never_crash_the_run() -> None:
     assert outputs[0].output.startswith("The arguments are not valid JSON")
     assert outputs[1].output.startswith("The arguments are a JSON array, not an object.")
     assert outputs[2].output == (
-        "There is no tool named 'web/search'. Available tools: scratchpad/update, explode."
+        "There is no tool named 'web/search'. Available tools: scratchpad/update, scratchpad/read, "
+        "explode."
     )
     assert outputs[3].output == "The tool 'explode' failed: RuntimeError: disk on fire"
     assert (

@@ -99,7 +99,10 @@ async def test_a_tool_spawns_a_child_with_another_agent() -> None:
         with capture_events(harness.events) as events:
             result = await harness.run("go", thread_id="t", resource_id="u")
 
-    assert [spec.name for spec in child_model.requests[0].tools] == ["scratchpad/update"]
+    assert [spec.name for spec in child_model.requests[0].tools] == [
+        "scratchpad/update",
+        "scratchpad/read",
+    ]
     assert blocks(child_model.requests[0]) == [
         '<scratchpad>\n{\n  "plan": "research"\n}\n</scratchpad>'
     ]

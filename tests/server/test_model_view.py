@@ -69,12 +69,22 @@ async def test_a_cut_view_marks_the_cut_and_returns_what_the_model_does_not_see(
     cut = view["cut"]
     assert cut["notice"].startswith("[scratchpad view truncated: about ")
     assert view["text"].endswith("\n" + cut["notice"] + "\n</scratchpad>")
-    body = json.dumps(STEPS, indent=2)
+    # The list is shortened: its first and latest items shown, the middle listed apart.
+    [part] = cut["parts"]
+    assert (part["path"], part["kind"], part["total"]) == (["steps"], "list", 80)
     shown = view["text"][len("<scratchpad>\n") : -len("\n" + cut["notice"] + "\n</scratchpad>")]
-    assert shown == body[: cut["shown_chars"]]
-    assert shown + cut["hidden"] == body
-    assert "step 79" in cut["hidden"]
-    assert "step 79" not in view["text"]
+    assert len(shown) == cut["shown_chars"]
+    visible = json.loads(shown)["steps"]
+    assert visible[0] == STEPS["steps"][0]
+    assert visible[-1] == STEPS["steps"][-1]  # the latest step is seen
+    head = visible.index(next(item for item in visible if item.startswith("[")))
+    hidden = STEPS["steps"][head : 80 - (len(visible) - head - 1)]
+    assert len(hidden) == 80 - part["shown"]
+    first, last = head, head + len(hidden) - 1
+    assert cut["hidden"] == (
+        f'["steps"], items {first} to {last}:\n' + json.dumps(hidden, indent=2)
+    )
+    assert f'["steps"] shows {part["shown"]} of its 80 items' in cut["notice"]
     assert events.of(ViewTruncated) == []  # a preview: no model saw it
 
 

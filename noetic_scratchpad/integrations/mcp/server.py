@@ -20,6 +20,7 @@ from ...errors import StorageError
 from ...events import EventBus
 from ...keys import check_scope_id
 from ...layer import (
+    READ_PARAMETERS,
     HostTool,
     ScratchpadHandle,
     ScratchpadLayer,
@@ -107,12 +108,23 @@ class ScratchpadMCP:
             "type": "string",
             "description": f"Which {kind}'s scratchpad (default: {self.default_id!r}).",
         }
+        description = "Read your scratchpad: your notes for this task, as last saved."
+        properties: dict[str, Any] = {kind: scope_param}
+        if self.layer.read_tool:  # the state may outgrow the block: its parts, by path
+            description += (
+                " With `path`, read one part its view shows only in part: the value at path "
+                '(object keys from the top, such as ["steps"]), and of a list the items '
+                "from `start` to `end` (indexes from 0, end not included), of a text the "
+                "characters."
+            )
+            parts = READ_PARAMETERS["properties"]
+            properties.update({name: dict(parts[name]) for name in ("path", "start", "end")})
         read = types.Tool(
             name=READ_TOOL,
-            description="Read your scratchpad: your notes for this task, as last saved.",
+            description=description,
             input_schema={
                 "type": "object",
-                "properties": {kind: scope_param},
+                "properties": properties,
                 "additionalProperties": False,
             },
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
@@ -159,7 +171,11 @@ class ScratchpadMCP:
         try:
             if name == READ_TOOL:
                 scope = self._scope(args, READ_TOOL)
-                result = await self.core.read(scope, tool=READ_TOOL, update_tool=UPDATE_TOOL)
+                if args and self.layer.read_tool:  # a part, by path
+                    part = {"path": args.get("path", []), **args}
+                    result = await self.core.call(scope, "read", part, tool=READ_TOOL)
+                else:
+                    result = await self.core.read(scope, tool=READ_TOOL, update_tool=UPDATE_TOOL)
             elif name == UPDATE_TOOL and name in self._writers:
                 scope, update = self._scope(args, UPDATE_TOOL), self._update_of(args)
                 # A read-modify-write of the latest stored state, serialized by the backend.

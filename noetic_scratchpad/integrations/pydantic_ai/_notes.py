@@ -16,7 +16,7 @@ from ...adapters.names import check_tool_names
 from ...core import RunScope, ScratchpadCore, as_scope
 from ...errors import ScratchpadConfigError
 from ...events import EventBus
-from ...layer import ScratchpadHandle, ScratchpadLayer, scratchpad
+from ...layer import ScratchpadHandle, ScratchpadLayer, read_tool_name, scratchpad
 from ...render import Tokenizer
 from ...storage import StorageBackend
 
@@ -136,7 +136,11 @@ class Notes:
     @property
     def names(self) -> dict[str, str]:
         """The tools' names as the model sees them, by the layer's function."""
-        return {"update": self.tool_name, "edit": self.edit_tool_name}
+        return {
+            "update": self.tool_name,
+            "edit": self.edit_tool_name,
+            "read": read_tool_name(self.tool_name),
+        }
 
     async def open(self, *, thread_id: str, resource_id: str | None = None) -> ScratchpadHandle:
         """A handle on one scope's scratchpad, to read or write it outside a run."""

@@ -143,7 +143,8 @@ class ScratchpadToolset(AbstractToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> str:
-        function = "edit" if name == self.notes.edit_tool_name else "update"
+        functions = {tool: function for function, tool in self.notes.names.items()}
+        function = functions.get(name, "update")
         return await self._notes_now().call(function, tool_args, ctx)
 
     async def open(self, *, thread_id: str, resource_id: str | None = None) -> ScratchpadHandle:
