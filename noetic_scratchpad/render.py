@@ -250,13 +250,15 @@ def shown_in_part(
     tokenize: Tokenizer = estimate_tokens,
     *,
     has_floats: bool | None = None,
+    advice: str = "",
 ) -> tuple[Cut, ...]:
-    """The lists and texts the view of ``state`` in ``budget`` tokens shows in part; ``()``
-    when it shows everything. Looks at no more than it must: a state whose every list and
-    text is short is never rendered."""
+    """The lists and texts the view of ``state`` in ``budget`` tokens shows in part;
+    ``()`` when it shows everything (``advice``: the notice's, as the model's view has
+    it). Looks at no more than it must: a state whose every list and text is short is
+    never rendered."""
     if not _parts(state):
         return ()
-    return render_view(state, budget, tokenize, has_floats=has_floats).cuts
+    return render_view(state, budget, tokenize, has_floats=has_floats, advice=advice).cuts
 
 
 #: A list is shortened only from this many items on, a text from this many characters.

@@ -17,6 +17,7 @@ from noetic_scratchpad.render import (
     render_block,
     render_body,
     render_view,
+    shown_in_part,
 )
 
 REALISTIC: dict[str, Any] = {
@@ -237,3 +238,99 @@ def test_line_separators_are_escaped_in_a_cut_view_too() -> None:
         assert shown.text is not None
         assert shown.truncated
         assert not set(SEPARATORS) & set(shown.text)
+
+
+# -- the cut by structure ------------------------------------------------------------------
+
+
+def test_a_long_list_keeps_its_first_and_latest_items_and_the_view_is_json() -> None:
+    """Over budget, a long list shows its first items and its latest ones; a marker stands
+    for the middle; the body is still JSON; the notice names the path and the counts."""
+    steps = [f"step {i}: matched the payout of batch {i}" for i in range(300)]
+    state = {"goal": "reconcile", "steps": steps}
+
+    view = render_view(state, 1500, advice="Append with the edit tool.")
+
+    assert view.text is not None
+    assert view.tokens == estimate_tokens(view.text) <= 1500
+    [cut] = view.cuts
+    assert (cut.path, cut.kind, cut.total, cut.head) == (("steps",), "list", 300, 3)
+    shown = json.loads(view.body)
+    assert shown["goal"] == "reconcile"
+    listed = shown["steps"]
+    assert listed[:3] == steps[:3]
+    assert listed[-cut.tail :] == steps[-cut.tail :]  # the latest step is seen
+    assert listed[3] == f"[{cut.hidden} items not shown here: indexes 3 to {299 - cut.tail}]"
+    assert len(listed) == cut.head + 1 + cut.tail
+    notice = view.text.split("\n")[-2]
+    assert notice == (
+        f"[scratchpad view truncated: about {view.omitted_tokens} of {view.total_tokens} "
+        f'tokens left out; the full state is kept. Shown in part: ["steps"] shows '
+        f"{cut.head + cut.tail} of its 300 items (the first 3 and the last {cut.tail}). "
+        "Append with the edit tool.]"
+    )
+    # As much as fits: one more item would not.
+    assert cut.head + cut.tail > 60
+
+
+def test_a_long_text_keeps_its_start_and_end() -> None:
+    text = "".join(f"line {i}\n" for i in range(2000))
+
+    view = render_view(text, 300)
+
+    assert view.text is not None
+    [cut] = view.cuts
+    assert (cut.path, cut.kind, cut.total) == ((), "text", len(text))
+    assert view.body.startswith(text[: cut.head])
+    assert view.body.endswith(text[-cut.tail :])
+    assert f" [... {cut.hidden:,} characters not shown ...] " in view.body
+    assert f"the text shows {cut.head + cut.tail:,} of its {len(text):,} characters" in view.text
+
+
+def test_nested_lists_and_texts_are_cut_at_their_paths_and_the_largest_first() -> None:
+    state = {
+        "plan": {"steps": [f"planned step {i}" for i in range(200)], "owner": "ops"},
+        "log": "entry " * 2000,
+        "tags": ["a", "b", "c", "d"],
+    }
+
+    view = render_view(state, 400)
+
+    assert view.text is not None
+    assert view.tokens <= 400
+    paths = {cut.path: cut for cut in view.cuts}
+    assert set(paths) <= {("plan", "steps"), ("log",), ("tags",)}
+    assert ("plan", "steps") in paths
+    assert ("log",) in paths
+    shown = json.loads(view.body)
+    assert shown["plan"]["owner"] == "ops"
+    assert '["plan", "steps"] shows ' in view.text
+    assert '["log"] shows ' in view.text
+
+
+def test_shown_in_part_names_the_cut_parts_and_nothing_for_a_view_that_fits() -> None:
+    steps = [f"step {i}" for i in range(500)]
+    assert shown_in_part({"steps": steps[:5]}, 1500) == ()
+    [cut] = shown_in_part({"steps": steps}, 200)
+    assert cut.path == ("steps",)
+    assert cut.hidden == 500 - cut.head - cut.tail > 0
+
+
+@given(
+    lists=st.dictionaries(
+        st.text(min_size=1, max_size=5),
+        st.lists(st.text(max_size=40), max_size=60) | st.text(max_size=600),
+        max_size=4,
+    ),
+    budget=st.integers(min_value=0, max_value=400),
+)
+def test_a_cut_by_structure_never_breaks_the_budget_with_any_counter(
+    lists: dict[str, Any], budget: int
+) -> None:
+    for count in (estimate_tokens, _bumpy):
+        view = render_view({"notes": lists}, budget, count, advice="Read the hidden part.")
+        if view.text is not None:
+            assert view.tokens == count(view.text) <= budget
+            assert view.text.endswith("\n</scratchpad>")
+        if view.cuts:
+            json.loads(view.body)  # still JSON

@@ -74,6 +74,7 @@ class ScratchpadHandle:
             scope=scope,
             view_budget=budget,
         )
+        self._writer.view_advice = self._advice
 
     @property
     def state(self) -> ScratchpadState:

@@ -38,11 +38,13 @@ __all__ = ("ViewLimit", "check_seen")
 @dataclass(frozen=True, slots=True)
 class ViewLimit:
     """The view the model is shown: its ``budget`` in tokens, counted by ``tokenize``
-    (``None``: the estimate); ``edit_tool``: whether the model can append instead."""
+    (``None``: the estimate), with ``advice`` in its cut notice (which takes room too);
+    ``edit_tool``: whether the model can append instead."""
 
     budget: int
     tokenize: Tokenizer | None = None
     edit_tool: bool = False
+    advice: str = ""
 
 
 def check_seen(state: Any, update: Mapping[str, Any] | str, limit: ViewLimit) -> None:
@@ -66,7 +68,9 @@ def check_seen(state: Any, update: Mapping[str, Any] | str, limit: ViewLimit) ->
         return
     cuts = {
         cut.path: cut
-        for cut in shown_in_part(state, limit.budget, limit.tokenize or estimate_tokens)
+        for cut in shown_in_part(
+            state, limit.budget, limit.tokenize or estimate_tokens, advice=limit.advice
+        )
     }
     dropped = [
         cuts[path]

@@ -85,6 +85,8 @@ class ScopeWriter:
         self.view_budget = view_budget
         """The token budget of the model's view, which its writes are checked against
         (:mod:`.seen`); ``None``: not checked."""
+        self.view_advice = ""
+        """The advice in that view's cut notice (the layer's ``cut_advice``)."""
         self.scope = scope
         self.storage = storage
         self.ctx = ctx
@@ -178,7 +180,7 @@ class ScopeWriter:
         if self.view_budget is None or source not in ("tool", "store"):
             return None
         edit_tool = self.pipeline.config.edit_tool
-        return ViewLimit(self.view_budget, self.ctx.tokenize, edit_tool)
+        return ViewLimit(self.view_budget, self.ctx.tokenize, edit_tool, self.view_advice)
 
     def _emit_applied(
         self,

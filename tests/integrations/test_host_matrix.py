@@ -81,7 +81,7 @@ except ImportError:  # pragma: no cover - depends on the installed SDKs
 
 THREAD, RESOURCE = "t1", "u1"
 
-Kind = Literal["update", "edit"]
+Kind = Literal["update", "edit", "read"]
 
 
 @dataclass(frozen=True)
