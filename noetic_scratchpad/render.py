@@ -181,6 +181,8 @@ class Cut:
         """What the view hides of it, in words: for the cut notice and refusals."""
         where = "the text" if not self.path else json.dumps(list(self.path), ensure_ascii=False)
         unit = "items" if self.kind == "list" else "characters"
+        if not self.head and not self.tail:  # a view cut as text, not by its structure
+            return f"{where}, of {self.total:,} {unit}, may be cut off"
         return (
             f"{where} shows {self.head + self.tail:,} of its {self.total:,} {unit} (the "
             f"first {self.head:,} and the last {self.tail:,})"
@@ -256,9 +258,18 @@ def shown_in_part(
     ``()`` when it shows everything (``advice``: the notice's, as the model's view has
     it). Looks at no more than it must: a state whose every list and text is short is
     never rendered."""
-    if not _parts(state):
+    parts = _parts(state)
+    if not parts:
         return ()
-    return render_view(state, budget, tokenize, has_floats=has_floats, advice=advice).cuts
+    view = render_view(state, budget, tokenize, has_floats=has_floats, advice=advice)
+    if view.cuts or not view.truncated:
+        return view.cuts
+    # Cut as text: which parts the prefix shows whole is not known, so every long list and
+    # text counts as shown in part, none of it known to be seen (head and tail 0).
+    return tuple(
+        Cut(path, "list" if type(value) is list else "text", len(value), 0, 0)
+        for path, value in parts
+    )
 
 
 #: A list is shortened only from this many items on, a text from this many characters.

@@ -15,6 +15,10 @@ the one it was shown unless another writer changed the state since. No state is 
 between calls, so the rule holds the same in every host, including those that open a
 handle per call (MCP, the framework integrations).
 
+A view cut as text (when no view by structure fits) does not say which items it shows
+whole: every long list and text then counts as cut with nothing known to be seen, so the
+model's new value must hold the whole old one.
+
 What still works: an append through the edit tool (it resends nothing); a rewrite that
 keeps the hidden items (the model read them with the read tool first); a value of
 another kind in place of the list or text (a summary string for a list: a deliberate
@@ -118,16 +122,21 @@ def _text(value: Any) -> bytes:
         return repr(value).encode()
 
 
+def _lost(cut: Cut) -> str:
+    unit = "items" if cut.kind == "list" else "characters"
+    if cut.head or cut.tail:
+        return f"{cut.hidden:,} {unit} not shown"
+    return f"{unit} past the cut"  # a view cut as text: how many is not known
+
+
 def _refusal(cuts: list[Cut], edit_tool: bool) -> ScratchpadPartlySeenError:
     parts = "; ".join(cut.describe() for cut in cuts)
-    lost = " and ".join(
-        f"{cut.hidden:,} {'items' if cut.kind == 'list' else 'characters'}" for cut in cuts
-    )
+    lost = " and ".join(map(_lost, cuts))
     lists = any(cut.kind == "list" for cut in cuts)
     fixes = ["append", "read"] if edit_tool and lists else ["read"]
     return ScratchpadPartlySeenError(
         f"The update would replace what the scratchpad's view shows only in part ({parts}): "
-        f"the {lost} not shown would be lost, so nothing was written; the scratchpad is "
+        f"the {lost} would be lost, so nothing was written; the scratchpad is "
         "unchanged.",
         errors=[
             {

@@ -119,3 +119,20 @@ def test_read_part_windows_a_list_within_the_budget() -> None:
 )
 def test_read_part_says_what_is_wrong_or_what_it_read(args: dict[str, object], says: str) -> None:
     assert read_part(STATE, args, 1500).startswith(says)
+
+
+def test_a_view_cut_as_text_protects_every_long_list_and_text() -> None:
+    """When not even the shortest view by structure fits, the view is a prefix of the
+    body: no list it holds is known to be seen whole, so dropping items is refused, and a
+    list resent whole with more items passes."""
+    steps = [f"Matched payout {4100 + i} to its invoice" for i in range(24)]
+    state = {"goal": "Refund the duplicate charge on order 4821", "steps": steps}
+    limit = ViewLimit(120, advice=scratchpad().cut_advice)  # the view the model is shown
+    with pytest.raises(ScratchpadPartlySeenError) as caught:
+        check_seen(state, {"steps": [*steps[:5], "new"]}, limit)
+    assert caught.value.message.startswith(
+        'The update would replace what the scratchpad\'s view shows only in part (["steps"], '
+        "of 24 items, may be cut off): the items past the cut would be lost, so nothing was "
+        "written"
+    )
+    check_seen(state, {"steps": [*steps, "new"]}, limit)
