@@ -267,12 +267,15 @@ class ScratchpadCore:
         tool: str,
         call_id: str | None = None,
         layer: LayerRef = None,
+        budget: int | None = None,
     ) -> ToolResult:
         """Apply the model's call of the scratchpad's ``function`` (``update``, ``edit``) on
         ``scope`` (or through a handle the host holds: a scratchpad's, or any layer's, whose
         result other than text reads as JSON); ``tool`` is the name the model called it by,
         which the texts use. A refusal or a storage failure becomes the text the model
         reads (:meth:`failure`), never an exception; other exceptions propagate.
+        ``budget``: the tokens the host shows the block in, when not the layer's (the
+        model's writes are checked against that view: see ``layer/seen.py``).
         """
         try:
             handle = (
@@ -280,6 +283,8 @@ class ScratchpadCore:
                 if isinstance(scope, str | tuple)
                 else scope
             )
+            if budget is not None and isinstance(handle, ScratchpadHandle):
+                handle.viewed(budget)
             return ToolResult(format_output(await handle.call(function, args, call_id=call_id)))
         except (ScratchpadUpdateError, StorageError) as exc:
             owner = self.layer(layer) if isinstance(scope, str | tuple) else None

@@ -288,6 +288,7 @@ class Scratchpad:
             arguments,
             tool=tool_context.tool_name or self._names[function],  # as the model called it
             call_id=tool_context.tool_call_id,
+            budget=self.budget,  # the view the model is shown
         )
         return result.text if result.ok else f"Error: {result.text}"
 

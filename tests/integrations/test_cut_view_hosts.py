@@ -180,3 +180,38 @@ async def test_the_http_api_replaces_a_cut_list_as_asked() -> None:
             )
     assert response.status_code == 200, response.text
     assert await _stored_steps(layer, storage) == STEPS[:110]
+
+
+@pytest.mark.asyncio
+async def test_a_hosts_own_budget_is_the_view_the_write_is_checked_against() -> None:
+    """The Agents SDK shows the block in its ``budget=``; a list that view shows whole may
+    be replaced (the layer's smaller budget would have cut it), and one it cuts may not."""
+    from agents import Agent as AgentsAgent
+    from agents import Runner
+
+    from noetic_scratchpad.integrations.openai_agents import Scratchpad
+    from tests.integrations.agents_sdk_fakes import ScriptedAgentsModel, raw_tool_call, reply
+
+    steps = STEPS[:120]  # some 1,870 tokens: whole in 3,000, cut in the layer's 1,500 and 500
+    storage = MemoryStorage()
+    layer = scratchpad()
+    handle = await layer.open(storage, thread_id=THREAD)
+    await handle.update({"steps": steps})
+    replace = json.dumps({"steps": ["all 120 steps done"]})
+    for budget, applied in ((3000, True), (500, False)):
+        call_id = f"c-{budget}"  # another call, not a retry of the first
+        model = ScriptedAgentsModel([[raw_tool_call(call_id, replace)], [reply("Done.")]])
+        async with Scratchpad(layer, storage=storage, budget=budget) as notes:
+            agent = AgentsAgent(
+                name="a", instructions=notes.instructions(), tools=notes.tools, model=model
+            )
+            await Runner.run(agent, "go", context={"thread_id": THREAD})
+        text = model.calls[-1].outputs()[call_id]
+        stored = (await layer.open(storage, thread_id=THREAD)).state["steps"]
+        if applied:
+            assert text == "Scratchpad updated (steps)."
+            assert stored == ["all 120 steps done"]
+            await handle.update({"steps": steps})  # back to 120, for the next budget
+        else:
+            assert text.startswith("Error: The update would replace what the scratchpad's")
+            assert stored == steps
