@@ -108,8 +108,9 @@ class ScratchpadReadOnlyError(ScratchpadUpdateError):
 class ScratchpadPartlySeenError(ScratchpadUpdateError):
     """A model's update would replace a list (or a text) that its view of the scratchpad,
     cut to the token budget, shows only in part, and drop what it does not show: nothing
-    was written. ``errors`` holds one entry per such part: ``loc`` (its path of object
-    keys; ``[]`` for a text state), ``kind`` (``"list"`` or ``"text"``), ``total`` (items
+    was written. ``errors`` holds one entry per such part (``type`` ``"shown_in_part"``,
+    ``msg`` what the view shows of it): ``loc`` (its path of object keys; ``[]`` for a
+    text state), ``kind`` (``"list"`` or ``"text"``), ``total`` (items
     or characters), ``shown`` and ``hidden``, and ``fixes``: what works instead
     (``"append"``, through the edit tool, when the layer has one; ``"read"``, the read
     tool, then the whole value). Only the model's writes are checked; code's are not."""

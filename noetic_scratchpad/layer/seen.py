@@ -140,7 +140,9 @@ def _refusal(cuts: list[Cut], edit_tool: bool) -> ScratchpadPartlySeenError:
         "unchanged.",
         errors=[
             {
+                "type": "shown_in_part",  # as validation errors are: loc, type, msg
                 "loc": list(cut.path),
+                "msg": cut.describe(),
                 "kind": cut.kind,
                 "total": cut.total,
                 "shown": cut.head + cut.tail,

@@ -25,6 +25,8 @@ def test_a_resent_view_of_a_cut_list_is_refused_with_its_data() -> None:
     assert error.reason == "shown_in_part"
     assert error.refused == "update"
     [part] = error.errors
+    assert part["type"] == "shown_in_part"
+    assert part["msg"].startswith('["steps"] shows ')
     assert part["loc"] == ["steps"]
     assert part["kind"] == "list"
     assert part["total"] == 300
@@ -136,3 +138,19 @@ def test_a_view_cut_as_text_protects_every_long_list_and_text() -> None:
         "written"
     )
     check_seen(state, {"steps": [*steps, "new"]}, limit)
+
+
+@pytest.mark.asyncio
+async def test_the_refusal_is_one_update_rejected_event_with_its_parts() -> None:
+    from noetic_scratchpad import UpdateRejected
+    from noetic_scratchpad.testing import capture_events
+
+    layer = scratchpad()
+    handle = await layer.open(MemoryStorage(), thread_id="t")
+    await handle.update(STATE)
+    with capture_events(handle.ctx.events) as events, pytest.raises(ScratchpadPartlySeenError):
+        await handle.call("update", {"steps": STEPS[-5:]}, call_id="c1")
+    [rejected] = events.of(UpdateRejected)
+    assert (rejected.reason, rejected.hook, rejected.call_id) == ("shown_in_part", "tool", "c1")
+    assert rejected.errors[0]["loc"] == ["steps"]
+    assert handle.state["steps"] == STEPS
