@@ -215,3 +215,28 @@ async def test_a_hosts_own_budget_is_the_view_the_write_is_checked_against() -> 
         else:
             assert text.startswith("Error: The update would replace what the scratchpad's")
             assert stored == steps
+
+
+@pytest.mark.asyncio
+async def test_mcp_read_with_null_part_arguments_is_the_whole_block() -> None:
+    from mcp import Client
+    from mcp.types import TextContent
+
+    from noetic_scratchpad.integrations.mcp import create_server
+
+    layer = scratchpad()
+    storage = MemoryStorage()
+    await _seed(layer, storage)
+    handle = await layer.open(storage, thread_id="default")
+    await handle.update({"steps": STEPS})
+    async with Client(create_server(layer, storage)) as client:
+        whole = await client.call_tool("scratchpad_read", {"path": None, "start": None})
+        part = await client.call_tool("scratchpad_read", {"path": ["steps"], "start": 299})
+    texts = []
+    for result in (whole, part):
+        content = result.content[0]
+        assert isinstance(content, TextContent)
+        assert not result.is_error
+        texts.append(content.text)
+    assert texts[0] == handle.block()
+    assert texts[1] == '["steps"], items 299 to 299 of 300:\n' + json.dumps([STEPS[299]], indent=2)

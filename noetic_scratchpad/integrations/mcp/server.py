@@ -171,8 +171,9 @@ class ScratchpadMCP:
         try:
             if name == READ_TOOL:
                 scope = self._scope(args, READ_TOOL)
-                if args and self.layer.read_tool:  # a part, by path
-                    part = {"path": args.get("path", []), **args}
+                part = {key: value for key, value in args.items() if value is not None}
+                if part and self.layer.read_tool:  # a part, by path (null: not given)
+                    part.setdefault("path", [])
                     result = await self.core.call(scope, "read", part, tool=READ_TOOL)
                 else:
                     result = await self.core.read(scope, tool=READ_TOOL, update_tool=UPDATE_TOOL)
