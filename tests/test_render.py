@@ -334,3 +334,30 @@ def test_a_cut_by_structure_never_breaks_the_budget_with_any_counter(
             assert view.text.endswith("\n</scratchpad>")
         if view.cuts:
             json.loads(view.body)  # still JSON
+
+
+def test_many_long_parts_share_the_room_and_a_hopeless_state_is_cut_as_text_fast() -> None:
+    """Every long part is cut to the same room; a state of 500 short lists, whose notice
+    alone would not fit, goes to the cut as text after one try, not one per part."""
+    calls = 0
+
+    def count(text: str) -> int:
+        nonlocal calls
+        calls += 1
+        return estimate_tokens(text)
+
+    lists = {f"k{i}": [f"item {j} of list {i}" for j in range(60)] for i in range(3)}
+    view = render_view(lists, 900, count)
+    assert view.text is not None
+    assert view.tokens <= 900
+    assert {cut.path for cut in view.cuts} == {("k0",), ("k1",), ("k2",)}
+    assert len({cut.head + cut.tail for cut in view.cuts}) == 1  # the same room each
+    assert calls < 2 * 20  # two counts a try, some 17 tries at most
+
+    calls = 0
+    many = {f"k{i}": ["a", "b", "c", "d"] for i in range(500)}
+    view = render_view(many, 300, count)
+    assert view.cuts == ()
+    assert view.text is not None
+    assert "the full state is kept]" in view.text
+    assert calls < 40
