@@ -41,9 +41,11 @@ def add_mcp(
         "mcp",
         parents=[storage],
         help="serve the scratchpad to an MCP client over stdio",
-        description="Serve the tools scratchpad_read and scratchpad_update, and each "
+        description="Serve the tools scratchpad_read and scratchpad_update, and the "
         "scratchpad as the resource scratchpad://thread/{thread}, to an MCP client on "
-        "stdin/stdout. Runs until the client closes stdin.",
+        "stdin/stdout. The server keeps one thread's scratchpad (--thread, else 'default'): "
+        "the model cannot name another unless --allow-any-thread is given. Runs until the "
+        "client closes stdin.",
         epilog=f"Storage: --storage URL, else $NOETIC_SCRATCHPAD_STORAGE, else "
         f"{DEFAULT_STORAGE} (relative to the directory the client starts the server in: "
         "give an absolute path).",
@@ -58,12 +60,26 @@ def add_mcp(
         "--scope",
         choices=("thread", "resource"),
         default="thread",
-        help="one scratchpad per thread (default), or per resource such as a user: the "
-        "tools then take `resource` instead of `thread`",
+        help="one scratchpad per thread (default), or per resource such as a user: "
+        "--resource and --allow-any-resource then apply instead of the thread options",
     )
-    mcp.add_argument("--thread", metavar="ID", help="the thread a call names none of (default)")
     mcp.add_argument(
-        "--resource", metavar="ID", help="with --scope resource: the resource a call names none of"
+        "--thread",
+        metavar="ID",
+        help="the thread whose scratchpad is served (default: 'default'); the model cannot "
+        "name another",
+    )
+    mcp.add_argument(
+        "--allow-any-thread",
+        action="store_true",
+        help="let the model name any thread: the tools take `thread`, --thread is the one "
+        "used when a call names none, and every thread is a resource",
+    )
+    mcp.add_argument("--resource", metavar="ID", help="with --scope resource: the resource served")
+    mcp.add_argument(
+        "--allow-any-resource",
+        action="store_true",
+        help="with --scope resource: let the model name any resource (`resource`)",
     )
     mcp.add_argument(
         "--max-message-bytes",
@@ -90,6 +106,11 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     own, other = ("resource", "thread") if args.scope == "resource" else ("thread", "resource")
     if getattr(args, other) is not None:
         return usage_error(f"--{other} does not apply to --scope {args.scope}; use --{own}")
+    if getattr(args, f"allow_any_{other}"):
+        return usage_error(
+            f"--allow-any-{other} does not apply to --scope {args.scope}; use --allow-any-{own}"
+        )
+    allow_any = bool(getattr(args, f"allow_any_{own}"))
     default_id = "default" if getattr(args, own) is None else getattr(args, own)
     try:
         check_scope_id(default_id, own)
@@ -105,10 +126,17 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(str(exc)) from None
     url = storage_url(args)
-    logger.info("mcp server on %s, %s scope", shown_url(url), args.scope)
+    reach = f"any {own}" if allow_any else f"{own} {default_id!r} only"
+    logger.info("mcp server on %s, %s scope, %s", shown_url(url), args.scope, reach)
     limit = args.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
     await until_terminated(
-        lambda: serve_stdio(url, layer=layer, default_id=default_id, max_message_bytes=limit)
+        lambda: serve_stdio(
+            url,
+            layer=layer,
+            default_id=default_id,
+            allow_scope_argument=allow_any,
+            max_message_bytes=limit,
+        )
     )
     return 0
 

@@ -316,13 +316,14 @@ class MCPHost(Host):
     async def run(
         self, layer: ScratchpadLayer, storage: StorageBackend, calls: Sequence[Call]
     ) -> Seen:
-        scope_arg = {layer.scope: RESOURCE if layer.scope == "resource" else THREAD}
+        # Pinned to the scope, as `mcp --thread t1` serves it: the model names none.
+        scope_id = RESOURCE if layer.scope == "resource" else THREAD
         seen = Seen()
-        async with Client(create_server(layer, storage)) as client:
+        async with Client(create_server(layer, storage, default_id=scope_id)) as client:
             seen.tools = [tool.name for tool in (await client.list_tools()).tools]
             for c in calls:
                 args = {"update": c.args} if c.kind == "update" else dict(c.args)
-                result = await client.call_tool(self.names[c.kind], {**args, **scope_arg})
+                result = await client.call_tool(self.names[c.kind], args)
                 content = result.content[0]
                 assert isinstance(content, TextContent)
                 seen.texts[c.call_id] = content.text

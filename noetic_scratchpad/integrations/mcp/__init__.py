@@ -1,8 +1,9 @@
 """The scratchpad as an MCP server, on the official ``mcp`` SDK (the ``[mcp]`` extra).
 
-Two tools, ``scratchpad_read`` and ``scratchpad_update`` (each with an optional ``thread``,
-or ``resource`` for a resource-scoped layer), and the state as a resource,
-``scratchpad://thread/{thread}``::
+Two tools, ``scratchpad_read`` and ``scratchpad_update``, and the state as a resource,
+``scratchpad://thread/{thread}``. The server serves one thread (``default_id``; or, for a
+resource-scoped layer, one resource): the model cannot name another unless
+``allow_scope_argument=True``, when each tool takes an optional ``thread`` (``resource``)::
 
     server = create_server(scratchpad(schema=TaskNotes), storage)  # an mcp.server.Server
     await serve_stdio("sqlite:///scratchpad.db", layer=scratchpad(schema=TaskNotes))

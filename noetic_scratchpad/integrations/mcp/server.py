@@ -59,9 +59,15 @@ class ScratchpadMCP:
     calls, so memory does not grow with the number of threads), applies the calls and
     writes the text the model reads. What is this server's own is the tools' shape (the
     scope argument, the update's fields under ``update``) and the resources.
-    ``default_id``: the thread (or, for a resource-scoped layer, the resource) a call
-    without one uses. ``events``: the bus every write reports on (default, the core's
-    own, at ``.events``).
+
+    ``default_id``: the thread (or, for a resource-scoped layer, the resource) the server
+    serves. It is *pinned*: the tools take no ``thread`` (``resource``) argument, a call
+    that sends one anyway is refused as a tool error with nothing written, and the only
+    resource is that scope's, so a model told by injected text to reach another scope
+    cannot. ``allow_scope_argument=True`` lets the model name any scope instead: the tools
+    then take ``thread`` (``resource``), ``default_id`` is the scope of a call that names
+    none, and every scope is a resource (``scratchpad://thread/{thread}``).
+    ``events``: the bus every write reports on (default, the core's own, at ``.events``).
     ``count_tokens``: the model's token counter that sizes ``scratchpad_read``'s block to
     the layer's budget (default, about four characters a token).
     """
@@ -72,6 +78,7 @@ class ScratchpadMCP:
         storage: StorageBackend,
         *,
         default_id: str = "default",
+        allow_scope_argument: bool = False,
         events: EventBus | None = None,
         count_tokens: Tokenizer | None = None,
     ) -> None:
@@ -82,6 +89,12 @@ class ScratchpadMCP:
         self.layer = layer
         self.kind = layer.scope
         self.default_id = check_scope_id(default_id, self.kind)
+        if not isinstance(allow_scope_argument, bool):
+            raise TypeError(
+                f"allow_scope_argument must be True or False, not {allow_scope_argument!r}"
+            )
+        self.pinned = not allow_scope_argument
+        """Whether every call is on ``default_id`` (the model cannot name another scope)."""
         # The model's tools by name: update, and edit with edit_tool=True; none read-only.
         self._writers: dict[str, HostTool] = {
             tool.name: tool for tool in self.core.tools(_NAMES) if tool.exposed
@@ -103,25 +116,27 @@ class ScratchpadMCP:
         """The tools as the client lists them: read, update, and edit with
         ``edit_tool=True``; only read for a read-only layer."""
         kind = self.kind
-        scope_param = {
-            "type": "string",
-            "description": f"Which {kind}'s scratchpad (default: {self.default_id!r}).",
-        }
+        scope_param: dict[str, Any] | None = None
+        if not self.pinned:
+            scope_param = {
+                "type": "string",
+                "description": f"Which {kind}'s scratchpad (default: {self.default_id!r}).",
+            }
         read = types.Tool(
             name=READ_TOOL,
             description="Read your scratchpad: your notes for this task, as last saved.",
             input_schema={
                 "type": "object",
-                "properties": {kind: scope_param},
+                "properties": {} if scope_param is None else {kind: scope_param},
                 "additionalProperties": False,
             },
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
         )
         return [read, *(self._writer(tool, scope_param) for tool in self._writers.values())]
 
-    def _writer(self, tool: HostTool, scope_param: dict[str, Any]) -> types.Tool:
+    def _writer(self, tool: HostTool, scope_param: dict[str, Any] | None) -> types.Tool:
         """The update tool (the layer's fields under ``update``) or the edit tool (the
-        layer's parameters), each with the scope argument beside them."""
+        layer's parameters), each with the scope argument beside them unless pinned."""
         if tool.function == "update":
             fields = tool.parameters
             # JSON-schema refs are resolved from the root: the fields' definitions go there.
@@ -138,7 +153,8 @@ class ScratchpadMCP:
             description = f"{tool.description} Put the fields to change under `update`."
         else:
             schema, description = tool.parameters, tool.description
-        schema["properties"][self.kind] = scope_param
+        if scope_param is not None:
+            schema["properties"][self.kind] = scope_param
         return types.Tool(
             name=tool.name,
             description=description,
@@ -193,8 +209,9 @@ class ScratchpadMCP:
             )
         update = args.pop("update")
         if args:
+            takes = "`update`" if self.pinned else f"`update` and `{self.kind}`"
             raise ToolArgumentError(
-                f"{UPDATE_TOOL} takes only `update` and `{self.kind}`, not "
+                f"{UPDATE_TOOL} takes only {takes}, not "
                 f"{', '.join(map(repr, args))}. Call {UPDATE_TOOL} again with every field to "
                 f"change under `update`, for example {example}."
             )
@@ -207,7 +224,16 @@ class ScratchpadMCP:
 
     def _scope(self, args: dict[str, Any], tool: str) -> RunScope:
         """Pop the thread (or resource) argument: the call's scope, the default when the
-        call names none."""
+        call names none; refused on a pinned server, which takes none."""
+        if self.pinned:
+            if self.kind in args:
+                raise ToolArgumentError(
+                    f"{tool} takes no `{self.kind}`: this server keeps one scratchpad, and "
+                    f"which {self.kind} it belongs to is set where the server is started, "
+                    f"not by a tool call. Nothing was done. Call {tool} again without "
+                    f"`{self.kind}`."
+                )
+            return self._as_scope(self.default_id)
         value = args.pop(self.kind, None)
         if value is None:
             return self._as_scope(self.default_id)
@@ -245,6 +271,9 @@ class ScratchpadMCP:
         ]
 
     def resource_templates(self) -> list[types.ResourceTemplate]:
+        """The template of every scope's resource; none when pinned (one resource)."""
+        if self.pinned:
+            return []
         return [
             types.ResourceTemplate(
                 name=f"scratchpad-{self.kind}",
@@ -261,10 +290,13 @@ class ScratchpadMCP:
         scope_id = unquote(uri[len(prefix) :]) if uri.startswith(prefix) else ""
         try:
             check_scope_id(scope_id, self.kind)
+            if self.pinned and scope_id != self.default_id:
+                raise ValueError("not this server's scope")
         except ValueError:
+            served = self.resource_uri(self.default_id) if self.pinned else f"{prefix}{{id}}"
             raise MCPError(
                 types.INVALID_PARAMS,
-                f"Resource not found: {uri}; this server's resources are {prefix}{{id}}",
+                f"Resource not found: {uri}; this server's resources are {served}",
                 {"uri": uri},
             ) from None
         try:
@@ -329,16 +361,19 @@ def create_server(
     storage: StorageBackend,
     *,
     default_id: str = "default",
+    allow_scope_argument: bool = False,
     events: EventBus | None = None,
     count_tokens: Tokenizer | None = None,
 ) -> Server[Any]:
     """An MCP server for ``layer`` (default ``scratchpad()``) on ``storage``, which stays the
     caller's to close. Run it with ``server.run(read, write, options)``, or test it with
-    ``mcp.Client(server)``."""
+    ``mcp.Client(server)``. ``default_id``: the one scope it serves, unless
+    ``allow_scope_argument=True`` lets the model name any (see :class:`ScratchpadMCP`)."""
     tools = ScratchpadMCP(
         layer or scratchpad(),
         storage,
         default_id=default_id,
+        allow_scope_argument=allow_scope_argument,
         events=events,
         count_tokens=count_tokens,
     )
