@@ -23,9 +23,10 @@ from ..layer import ScratchpadLayer, scratchpad
 from ..storage import open_storage
 from .common import PROG, CliError, logger, shown_url, storage_url
 
-__all__ = ("TOKEN_ENV", "add_serve", "cmd_serve")
+__all__ = ("READ_ONLY_TOKEN_ENV", "TOKEN_ENV", "add_serve", "cmd_serve")
 
 TOKEN_ENV = "NOETIC_SCRATCHPAD_TOKEN"
+READ_ONLY_TOKEN_ENV = "NOETIC_SCRATCHPAD_READ_ONLY_TOKEN"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
@@ -48,6 +49,13 @@ def add_serve(
         "--token",
         help=f"require `Authorization: Bearer TOKEN` on every request (default: ${TOKEN_ENV}; "
         "prefer the variable: arguments show in the process list)",
+    )
+    parser.add_argument(
+        "--read-only-token",
+        metavar="TOKEN",
+        help="also accept `Authorization: Bearer TOKEN` for reading only: every write with "
+        f"it is refused 403 (default: ${READ_ONLY_TOKEN_ENV}; needs --token too; prefer the "
+        "variable)",
     )
     parser.add_argument(
         "--insecure",
@@ -92,6 +100,12 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             "pip install 'noetic-scratchpad[server]'"
         ) from None
     token = args.token or os.environ.get(TOKEN_ENV) or None
+    read_only_token = args.read_only_token or os.environ.get(READ_ONLY_TOKEN_ENV) or None
+    if read_only_token is not None and token is None:
+        raise CliError(
+            f"a read-only token needs the read-write one too: without it every request may "
+            f"write. Set ${TOKEN_ENV} (or --token) as well"
+        )
     loopback = is_loopback(args.host)
     if token is None and not loopback and not args.insecure:
         raise CliError(
@@ -118,16 +132,17 @@ async def cmd_serve(args: argparse.Namespace) -> int:
                     backend,
                     layers=layers,
                     token=token,
+                    read_only_token=read_only_token,
                     cors_origins=args.cors_origin,
                     trusted_hosts=[*LOOPBACK_NAMES, args.host] if loopback else None,
                     **lifetimes,
                 )
-            except ValueError as exc:  # a lifetime past what a browser keeps
-                raise CliError(str(exc)) from None
+            except ValueError as exc:  # a lifetime past what a browser keeps, a token
+                raise CliError(str(exc)) from None  # never shown in the message
             level = args.log_level or "warning"
             # uvicorn's start-up lines and access log show with --log-level info or debug.
             logging.getLogger("uvicorn").setLevel(level.upper())
-            print_banner(url, sock, token is not None)
+            print_banner(url, sock, token is not None, read_only=read_only_token is not None)
             await serve(app, sock, access_log=level in ("info", "debug"))
         finally:
             await backend.aclose()
@@ -200,7 +215,7 @@ def schema_layers(spec: str | None) -> list[ScratchpadLayer]:
         raise CliError(f"--schema {spec} cannot be a scratchpad schema: {exc}") from None
 
 
-def print_banner(url: str, sock: socket.socket, token: bool) -> None:
+def print_banner(url: str, sock: socket.socket, token: bool, *, read_only: bool = False) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}/"
@@ -209,6 +224,8 @@ def print_banner(url: str, sock: socket.socket, token: bool) -> None:
         if token
         else "no token: anyone who can reach this address can read and write"
     )
+    if read_only:
+        auth += "; the read-only token may read, not write"
     print(
         f"{PROG} serving {shown_url(url)}\n"
         f"  inspector  {base}\n"

@@ -190,3 +190,37 @@ async def test_serve_sets_the_sessions_lifetimes() -> None:
         assert (code, out) == (2, "")
         assert flag in err
         assert "Traceback" not in err
+
+
+@pytest.mark.asyncio
+async def test_serve_with_a_read_only_token_from_the_environment() -> None:
+    read_token = "read-only-token-fedcba9876543210"
+    environ = env(NOETIC_SCRATCHPAD_TOKEN=TOKEN, NOETIC_SCRATCHPAD_READ_ONLY_TOKEN=read_token)
+    read = {"Authorization": f"Bearer {read_token}"}
+    async with serving("--storage", "memory://", environ=environ) as server:
+        assert "the read-only token may read, not write" in server.banner
+        async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+            written = await client.patch("/api/scopes/thread/t1", json={"a": 1}, headers=AUTH)
+            refused = await client.patch("/api/scopes/thread/t1", json={"a": 2}, headers=read)
+            shown = await client.get("/api/scopes/thread/t1", headers=read)
+        _, out, err = await server.stop(signal.SIGTERM)
+    assert written.status_code == 200
+    assert refused.status_code == 403
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert shown.json()["state"] == {"a": 1}
+    assert read_token not in server.banner + out + err
+    assert TOKEN not in server.banner + out + err
+
+    # Without the read-write token, a read-only one would limit nothing: refused.
+    alone = env(NOETIC_SCRATCHPAD_READ_ONLY_TOKEN=read_token)
+    code, out, err = await run_cli("serve", "--storage", "memory://", environ=alone)
+    assert code == 1
+    assert out == ""
+    assert "a read-only token needs the read-write one too" in err
+    assert read_token not in err
+    code, _, err = await run_cli(
+        "serve", "--storage", "memory://", "--token", TOKEN, "--read-only-token", TOKEN
+    )
+    assert code == 1
+    assert "must differ" in err
+    assert TOKEN not in err
