@@ -30,6 +30,7 @@ from noetic_scratchpad.server import ScratchpadApp, create_app
 from .helpers import AUTH, TOKEN, TaskNotes, served
 
 pytestmark = pytest.mark.slow
+READ_TOKEN = "read-only-token-fedcba9876543210"
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -71,16 +72,18 @@ SEED = {
 
 @asynccontextmanager
 async def signed_in_inspector(
-    height: int,
+    height: int, *, read_only: bool = False
 ) -> AsyncIterator[tuple[ScratchpadApp, httpx.AsyncClient, Any]]:
     """A served app with two layers and the ``SEED`` scopes, an API client, and the
-    inspector open in chromium, signed in with the token in the URL's fragment and live."""
+    inspector open in chromium, signed in with the token in the URL's fragment and live
+    (``read_only``: with the app's read-only token instead)."""
     from playwright.async_api import async_playwright, expect
 
     pad = create_app(
         "memory://",
         layers=[scratchpad(schema=TaskNotes), scratchpad(scope="resource")],
         token=TOKEN,
+        read_only_token=READ_TOKEN,
     )
     async with (
         served(pad) as server,
@@ -92,7 +95,7 @@ async def signed_in_inspector(
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = await browser.new_page(viewport={"width": 1400, "height": height})
-            await page.goto(f"{server.url}/#token={TOKEN}")
+            await page.goto(f"{server.url}/#token={READ_TOKEN if read_only else TOKEN}")
             await expect(page.locator("#status")).to_have_text("live")
             yield pad, api, page
         finally:
@@ -346,3 +349,24 @@ async def test_the_inspector_asks_for_the_token_and_refuses_a_wrong_one() -> Non
             await expect(page.locator("#login")).to_be_visible()
         finally:
             await browser.close()
+
+
+@pytest.mark.asyncio
+async def test_signed_in_with_the_read_only_token_the_inspector_reads_and_offers_no_revert() -> (
+    None
+):
+    require_chromium()
+    from playwright.async_api import expect
+
+    ticket_url = "/api/scopes/thread/support-ticket-4821"
+    async with signed_in_inspector(height=900, read_only=True) as (_, api, page):
+        await api.patch(ticket_url, json={"currentGoal": "Refund the duplicate charge"})
+        await api.patch(ticket_url, json={"currentGoal": "Refund order 4821"})
+        await page.locator('tr.scope[data-id="support-ticket-4821"]').click()
+        await expect(page.locator("#state-body")).to_contain_text("Refund order 4821")
+        button = page.locator('#history .rev[data-revision="1"] button.revert')
+        await expect(button).to_be_disabled()
+        await expect(button).to_have_attribute(
+            "title", "Signed in with the read-only token: it cannot revert"
+        )
+        await expect(page.locator("#signout")).to_be_visible()
