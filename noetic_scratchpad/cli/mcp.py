@@ -7,30 +7,21 @@ Stdout carries the protocol and nothing else: logs go to stderr, and so does any
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
 import logging
-import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import NoReturn
 
 import anyio
 
-from ..errors import ScratchpadConfigError
 from ..keys import check_scope_id
-from ..layer import scratchpad
-from .common import DEFAULT_STORAGE, PROG, CliError, shown_url, storage_url
+from .common import DEFAULT_STORAGE, CliError, UsageError, shown_url, storage_url
+from .schema import SchemaImportError, load_schema, schema_layer
 
 __all__ = ("SchemaImportError", "add_mcp", "cmd_mcp", "load_schema")
 
 logger = logging.getLogger("noetic_scratchpad.cli.mcp")
-USAGE_ERROR = 2
-
-
-class SchemaImportError(Exception):
-    """``--schema`` names nothing importable; a usage error (exit code 2)."""
 
 
 def add_mcp(
@@ -116,11 +107,7 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
         check_scope_id(default_id, own)
     except ValueError as exc:
         return usage_error(f"--{own}: {exc}")
-    try:
-        schema = load_schema(args.schema) if args.schema else None
-        layer = scratchpad(scope=args.scope, schema=schema)
-    except (SchemaImportError, ScratchpadConfigError) as exc:
-        return usage_error(f"--schema {args.schema}: {exc}")
+    layer = schema_layer(args.schema, args.scope)
     try:  # after the checks: the SDK takes a while to import
         from ..integrations.mcp import DEFAULT_MAX_MESSAGE_BYTES, serve_stdio
     except ImportError as exc:
@@ -141,41 +128,8 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def usage_error(message: str) -> int:
-    print(f"{PROG} mcp: error: {message}", file=sys.stderr)
-    return USAGE_ERROR
-
-
-def load_schema(spec: str) -> Any:
-    """Import ``module:Model`` (``Model`` may be dotted); ``SchemaImportError`` saying why not.
-
-    The current directory is searched first, as when running ``python -m``. Whatever the
-    module prints goes to stderr: stdout belongs to the protocol.
-    """
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise SchemaImportError("give the model as module:Model, e.g. myapp.notes:TaskNotes")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SchemaImportError(
-            f"cannot import {module_name!r} ({exc}); run the server from the directory that "
-            "holds it, or install it in this environment"
-        ) from None
-    except Exception as exc:  # the user's module failed while it ran
-        raise SchemaImportError(
-            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from None
-    found: Any = module
-    for part in attribute.split("."):
-        try:
-            found = getattr(found, part)
-        except AttributeError:
-            raise SchemaImportError(f"module {module_name!r} has no {attribute!r}") from None
-    return found
+def usage_error(message: str) -> NoReturn:
+    raise UsageError(message)
 
 
 async def until_terminated(serve: Callable[[], Awaitable[None]]) -> None:

@@ -9,19 +9,17 @@ streams end, storage closes, the exit status is 0.
 from __future__ import annotations
 
 import argparse
-import importlib
 import ipaddress
 import logging
 import math
 import os
 import socket
-import sys
 from collections.abc import Callable
-from typing import Any
 
-from ..layer import ScratchpadLayer, scratchpad
+from ..layer import ScratchpadLayer
 from ..storage import open_storage
 from .common import PROG, CliError, logger, shown_url, storage_url
+from .schema import schema_layer
 
 __all__ = ("READ_ONLY_TOKEN_ENV", "TOKEN_ENV", "add_serve", "cmd_serve")
 
@@ -196,23 +194,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 def schema_layers(spec: str | None) -> list[ScratchpadLayer]:
     """A thread-scoped and a resource-scoped layer, with the model ``spec`` names."""
-    if spec is None:
-        return [scratchpad(), scratchpad(scope="resource")]
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise CliError(f"--schema must be MODULE:MODEL (say myapp.notes:TaskNotes), not {spec!r}")
-    if os.getcwd() not in sys.path:  # as `python -m` would: the project's modules importable
-        sys.path.insert(0, os.getcwd())
-    try:
-        target: Any = importlib.import_module(module_name)
-        for name in attribute.split("."):
-            target = getattr(target, name)
-    except (ImportError, AttributeError) as exc:
-        raise CliError(f"cannot load --schema {spec}: {exc}") from None
-    try:
-        return [scratchpad(schema=target), scratchpad(scope="resource", schema=target)]
-    except ValueError as exc:
-        raise CliError(f"--schema {spec} cannot be a scratchpad schema: {exc}") from None
+    return [schema_layer(spec, "thread"), schema_layer(spec, "resource")]
 
 
 def print_banner(url: str, sock: socket.socket, token: bool, *, read_only: bool = False) -> None:

@@ -847,10 +847,12 @@ def test_a_storage_url_that_cannot_be_opened_fails_before_serving(tmp_path: Path
     result = run_python(
         "-m", "noetic_scratchpad", "mcp", "--storage", "nosuch://x", cwd=tmp_path, stdin="{}\n"
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # a usage error: the usage, then one line
     assert result.stdout == ""
-    assert result.stderr.startswith("noetic-scratchpad: error: ")
-    assert "nosuch" in result.stderr
+    assert result.stderr.startswith("usage: noetic-scratchpad mcp ")
+    assert "noetic-scratchpad mcp: error: --storage: unknown storage scheme 'nosuch'" in (
+        result.stderr
+    )
 
 
 def test_the_config_snippet_in_the_docs_is_this_command() -> None:
