@@ -169,7 +169,7 @@ def add_history(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -
     )
     add_scope(history, allow_all=False)
     history.add_argument(
-        "-n", "--limit", type=int, default=20, help="how many writes to show (default: 20)"
+        "-n", "--limit", type=count, default=20, help="how many writes to show (default: 20)"
     )
     history.add_argument("--json", action="store_true", help="print the entries as JSON")
     history.set_defaults(handler=cmd_history)
@@ -185,7 +185,7 @@ def add_revert(add_parser: AddParser, parents: list[argparse.ArgumentParser]) ->
         "so it can be reverted too. Asks first; without a terminal it refuses unless --yes.",
     )
     add_scope(revert, allow_all=False)
-    revert.add_argument("--to", type=int, required=True, metavar="N", help="the revision")
+    revert.add_argument("--to", type=count, required=True, metavar="N", help="the revision")
     revert.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     revert.set_defaults(handler=cmd_revert)
 
@@ -222,6 +222,17 @@ def add_migrate(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -
     )
     migrate.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     migrate.set_defaults(handler=cmd_migrate)
+
+
+def count(text: str) -> int:
+    """A whole number, 0 or more (argparse's type: a usage error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"give a whole number, 0 or more, not {text!r}")
+    return value
 
 
 def add_scope(parser: argparse.ArgumentParser, *, allow_all: bool) -> None:

@@ -42,7 +42,7 @@ def add_serve(
     )
     parser.set_defaults(handler=cmd_serve)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0: any)")
+    parser.add_argument("--port", type=port, default=8000, help="port (default: 8000; 0: any)")
     parser.add_argument(
         "--token",
         help=f"require `Authorization: Bearer TOKEN` on every request (default: ${TOKEN_ENV}; "
@@ -158,6 +158,17 @@ def seconds(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 to 65535 (argparse's type: a usage error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"give a port from 0 to 65535, not {text!r}")
     return value
 
 
