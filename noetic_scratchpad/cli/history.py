@@ -13,7 +13,8 @@ from .._time import iso_time
 from ..core import RunScope, ScratchpadCore
 from ..keys import state_key
 from ..layer import HistoryEntry, ScratchpadHandle, scratchpad
-from ..layer.journal import MISSING
+from ..layer.journal import MISSING, caller_of, entry_json
+from ..storage.base import JournalRow
 from .common import PROG, CliError
 from .stored import (
     confirm,
@@ -31,10 +32,12 @@ _MAX_KEEP = 10_000
 
 
 async def cmd_history(args: argparse.Namespace) -> int:
-    async with _scope_handle(args) as handle:
+    async with _scope_handle(args) as (handle, rows):
         entries = await handle.history(limit=args.limit)
-    if args.json:
-        print(json.dumps([_as_json(entry) for entry in entries], indent=2, ensure_ascii=False))
+    if args.json:  # the entries as the HTTP API gives them (GET .../history)
+        callers = {row.revision: caller_of(row) for row in rows}
+        shown = [entry_json(entry, callers.get(entry.revision)) for entry in entries]
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
         return 0
     if not entries:
         print(f"no journaled writes for {_scope_name(args)} (revision {handle.revision})")
@@ -45,7 +48,7 @@ async def cmd_history(args: argparse.Namespace) -> int:
 
 
 async def cmd_revert(args: argparse.Namespace) -> int:
-    async with _scope_handle(args) as handle:
+    async with _scope_handle(args) as (handle, _):
         if not args.yes:
             confirm(
                 f"make the {args.layer} of {_scope_name(args)} what it was at revision "
@@ -103,31 +106,13 @@ def _short(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _as_json(entry: HistoryEntry) -> dict[str, Any]:
-    changes = None
-    if entry.changes is not None:
-        changes = {
-            key: {
-                **({} if before is MISSING else {"before": before}),
-                **({} if after is MISSING else {"after": after}),
-            }
-            for key, (before, after) in entry.changes.items()
-        }
-    return {
-        "revision": entry.revision,
-        "written_at": iso_time(entry.written_at),
-        "source": entry.source,
-        "call_id": entry.call_id,
-        "keys": list(entry.keys),
-        "update": entry.update,
-        "changes": changes,
-    }
-
-
 @asynccontextmanager
-async def _scope_handle(args: argparse.Namespace) -> AsyncIterator[ScratchpadHandle]:
+async def _scope_handle(
+    args: argparse.Namespace,
+) -> AsyncIterator[tuple[ScratchpadHandle, list[JournalRow]]]:
     """A handle on the scope of ``--thread``/``--resource``, from a core that owns the
-    storage while the command runs."""
+    storage while the command runs, and the scope's journal rows; a :class:`CliError` when
+    nothing is stored for it, as the HTTP API's 404."""
     if args.layer != "scratchpad":
         raise CliError(f"history and revert know the scratchpad layer only, not {args.layer!r}")
     url = stored_url(args)
@@ -138,12 +123,12 @@ async def _scope_handle(args: argparse.Namespace) -> AsyncIterator[ScratchpadHan
         # Keep an app's longer journal whole: a revert trims to the layer's history_limit,
         # so the layer is made once the journal's length is known.
         key = state_key(args.layer, kind, scope_id)
-        found = await core.backend.journal(key, limit=_MAX_KEEP)
-        if not found and await core.backend.get(key) is None:
+        if await core.backend.get(key) is None:
             raise await not_stored(core.backend, url, args.layer, kind, scope_id)
+        found = await core.backend.journal(key, limit=_MAX_KEEP)
         layer = scratchpad(scope=kind, history_limit=max(_DEFAULT_KEEP, len(found) + 1))
         scope = RunScope(PROG, scope_id) if kind == "resource" else RunScope(scope_id)
-        yield await core.handle(scope, layer=layer)
+        yield await core.handle(scope, layer=layer), found
 
 
 def _scope_name(args: argparse.Namespace) -> str:
