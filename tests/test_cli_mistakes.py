@@ -299,3 +299,19 @@ def test_history_and_its_docs_show_one_time_format(
     shown = [line for line in page.splitlines() if line.startswith("revision ")]
     assert len(shown) == 2
     assert all(REVISION_LINE.fullmatch(line) for line in shown), shown
+
+
+def test_reset_of_a_scope_with_nothing_stored_is_not_found_as_on_the_api(
+    capsys: pytest.CaptureFixture[str], pad: str
+) -> None:
+    """``reset --thread nope`` exits 1 with the line of ``show`` (the API answers 404);
+    ``reset --all`` with nothing stored has nothing to do, and succeeds."""
+    code, out, err = run(capsys, "reset", "--thread", "nope", "--yes", "--storage", pad)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"{PROG}: error: no scratchpad stored for thread 'nope' in {pad}; "
+        f"`{PROG} list` shows what is stored\n"
+    )
+    assert run(capsys, "reset", "--all", "--yes", "--storage", pad)[0] == 0
+    code, out, err = run(capsys, "reset", "--all", "--yes", "--storage", pad)
+    assert (code, out, err) == (0, f"Nothing to reset: no scratchpad in {pad}.\n", "")

@@ -133,13 +133,17 @@ async def cmd_reset(args: argparse.Namespace) -> int:
         else f"the {args.layer} of {scope[0]} {scope[1]!r}"
     )
     if sqlite_file_missing(url) is not None:
+        if scope is not None:  # a scope named and not found, as show and the API say
+            raise CliError("; ".join(nothing_stored(url, args.layer)))
         print(f"Nothing to reset: {shown} holds nothing yet.")
         return 0
     backend = await open_storage(url)
     try:
         keys = await keys_to_reset(backend, args.layer, scope)
+        if not keys and scope is not None:
+            raise await not_stored(backend, url, args.layer, *scope)
         if not keys:
-            print(f"Nothing to reset: no {what.removeprefix('the ')} in {shown}.")
+            print(f"Nothing to reset: no {args.layer} in {shown}.")
             return 0
         if not args.yes:
             confirm(f"delete {what} in {shown} ({len(keys)} key(s))")
