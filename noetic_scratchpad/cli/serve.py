@@ -16,6 +16,7 @@ import os
 import socket
 from collections.abc import Callable
 
+from .._extras import install_hint
 from ..layer import ScratchpadLayer
 from ..storage import open_storage
 from .common import PROG, CliError, logger, shown_url, storage_url
@@ -94,8 +95,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         from ..server.runner import serve
     except ImportError as exc:
         raise CliError(
-            f"serve needs the server extra ({exc.name} is missing): "
-            "pip install 'noetic-scratchpad[server]'"
+            f"serve needs the server extra ({exc.name} is missing): {install_hint('server')}"
         ) from None
     token = args.token or os.environ.get(TOKEN_ENV) or None
     read_only_token = args.read_only_token or os.environ.get(READ_ONLY_TOKEN_ENV) or None

@@ -26,16 +26,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
-try:
+from .._extras import needs_extra
+
+with needs_extra(
+    "noetic_scratchpad.integrations.openai_agents",
+    "openai-agents",
+    "the OpenAI Agents SDK",
+    ("agents",),
+):
     from agents import Agent, FunctionTool, RunContextWrapper
     from agents.items import TResponseInputItem
     from agents.run_config import CallModelData, ModelInputData
     from agents.tool_context import ToolContext
-except ImportError as exc:  # the extra is not installed, or the SDK cannot load
-    raise ImportError(
-        "noetic_scratchpad.integrations.openai_agents needs the OpenAI Agents SDK; install "
-        'it with: pip install "noetic-scratchpad[openai-agents]"'
-    ) from exc
 
 from ..adapters.names import check_tool_names
 from ..core import RunScope, ScratchpadCore, as_scope

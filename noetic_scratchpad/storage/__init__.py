@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._extras import install_hint
 from .._runtime import running_async_library
 from ..errors import StorageConfigError
 from .base import (
@@ -119,7 +120,7 @@ async def open_storage(url: str | None = None, **options: Any) -> StorageBackend
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        hint = f"pip install 'noetic-scratchpad[{extra}]'" if extra else "pip install aiosqlite"
+        hint = install_hint(extra) if extra else "pip install aiosqlite"
         raise StorageConfigError(
             f"the {scheme} backend needs {_distribution(exc)}, which is not installed; run: {hint}"
         ) from exc

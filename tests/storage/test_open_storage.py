@@ -115,13 +115,13 @@ async def test_a_refused_url_is_shown_without_its_password(url: str) -> None:
             "postgresql://user@localhost/db",
             "asyncpg",
             "noetic_scratchpad.storage.postgres",
-            "pip install 'noetic-scratchpad[postgres]'",
+            'pip install "noetic-scratchpad[postgres]"',
         ),
         (
             "redis://localhost:6379/0",
             "redis",
             "noetic_scratchpad.storage.redis",
-            "pip install 'noetic-scratchpad[redis]'",
+            'pip install "noetic-scratchpad[redis]"',
         ),
         (
             "sqlite:///x.db",

@@ -19,18 +19,12 @@ over the limit).
 
 from __future__ import annotations
 
-try:
+from ..._extras import needs_extra
+
+with needs_extra("noetic_scratchpad.integrations.mcp", "mcp", "the MCP SDK", ("mcp",)):
     from .lines import DEFAULT_MAX_MESSAGE_BYTES
     from .server import EDIT_TOOL, READ_TOOL, UPDATE_TOOL, ScratchpadMCP, create_server
     from .stdio import serve_stdio
-except ImportError as exc:
-    if not (exc.name or "").startswith("mcp"):
-        raise  # not the missing extra: a real error
-    raise ImportError(
-        "noetic_scratchpad.integrations.mcp needs the MCP SDK: "
-        'pip install "noetic-scratchpad[mcp]"',
-        name=exc.name,
-    ) from exc
 
 __all__ = (
     "DEFAULT_MAX_MESSAGE_BYTES",
