@@ -114,7 +114,7 @@ class ScratchpadLayer:
         self,
         storage: StorageBackend,
         *,
-        thread_id: str,
+        thread_id: str | None = None,
         resource_id: str | None = None,
         events: EventBus | None = None,
         count_tokens: Tokenizer | None = None,
@@ -123,7 +123,10 @@ class ScratchpadLayer:
         needs (a framework integration, a server, an own loop).
 
         The scope is the thread's, or for ``scope="resource"`` the resource's (the thread's
-        when ``resource_id`` is ``None``). ``events``: the bus to report on (share the app's
+        when ``resource_id`` is ``None``). A resource-scoped scratchpad needs only
+        ``resource_id`` (``open(backend, resource_id="alice")``; its events then name the
+        resource as their thread); any other needs ``thread_id``, else
+        ``ScratchpadConfigError``. ``events``: the bus to report on (share the app's
         to see every scope's events; default, a bus of the handle's own, at
         ``handle.ctx.events``). ``count_tokens``: the model's token counter, which sizes
         ``handle.block()`` to its budget (default, about four characters a token). What
@@ -132,6 +135,15 @@ class ScratchpadLayer:
 
         Raises ``StorageError`` when storage does not answer within ``read_timeout``.
         """
+        if thread_id is None:
+            if self.config.scope != "resource" or resource_id is None:
+                needs = (
+                    "resource_id or thread_id" if self.config.scope == "resource" else "thread_id"
+                )
+                raise ScratchpadConfigError(
+                    f"open() of a {self.config.scope}-scoped scratchpad needs {needs}"
+                )
+            thread_id = resource_id  # no thread: the scope is the resource's alone
         ctx = ExecutionContext(
             thread_id=thread_id,
             resource_id=resource_id,
