@@ -15,7 +15,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 def test_readme_example_runs_and_prints_the_stored_scratchpad(tmp_path: Path) -> None:
     """The README's example runs in a fresh interpreter on SQLite, prints the model's answer
     and the stored scratchpad, and leaves the database file it names."""
-    (block,) = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    (block,) = re.findall(r"```python[^\n]*\n(.*?)```", README.read_text(), re.S)
     result = run_python("-c", block, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
