@@ -6,6 +6,7 @@ Built offline (``--no-isolation``, the build backend from the test extra), once 
 from __future__ import annotations
 
 import email.parser
+import json
 import tarfile
 import zipfile
 from pathlib import Path
@@ -92,3 +93,68 @@ def test_python_m_benchmarks_runs_from_a_checkout() -> None:
     ran = run_python("-m", "benchmarks", "--help", cwd=ROOT)
     assert ran.returncode == 0, ran.stderr
     assert "usage" in ran.stdout.lower()
+
+
+def test_a_fresh_venv_with_only_the_wheel_runs_the_demo_and_names_missing_extras(
+    dist: Path, tmp_path: Path
+) -> None:
+    """The wheel installed alone (its dependencies, no extra) into a new virtualenv: the
+    command runs the demo, ``benchmarks`` is not importable, and every module that needs an
+    extra says which one to install."""
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", str(_wheel(dist))],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    env = {"PATH": str(venv / "bin"), "HOME": str(tmp_path)}
+    demo = subprocess.run(
+        [str(venv / "bin" / "noetic-scratchpad"), "demo", "--storage", "memory://"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert demo.returncode == 0, demo.stderr
+    assert "<scratchpad>" in demo.stdout
+    extras = {
+        "noetic_scratchpad.server": "server",
+        "noetic_scratchpad.integrations.mcp": "mcp",
+        "noetic_scratchpad.integrations.pydantic_ai": "pydantic-ai",
+        "noetic_scratchpad.integrations.openai_agents": "openai-agents",
+    }
+    probe = (
+        "import importlib, json, sys\n"
+        "out = {}\n"
+        "for name in sys.argv[1:]:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "        out[name] = 'imported'\n"
+        "    except ImportError as exc:\n"
+        "        out[name] = str(exc)\n"
+        "print(json.dumps(out))\n"
+    )
+    probed = subprocess.run(
+        [str(python), "-c", probe, "benchmarks", *extras],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert probed.returncode == 0, probed.stderr
+    found = json.loads(probed.stdout)
+    assert found["benchmarks"] == "No module named 'benchmarks'"
+    for module, extra in extras.items():
+        assert found[module].endswith(f'run: pip install "noetic-scratchpad[{extra}]"'), module
