@@ -116,15 +116,13 @@ def test_a_fresh_venv_with_only_the_wheel_runs_the_demo_and_names_missing_extras
     )
     assert installed.returncode == 0, installed.stderr[-3000:]
     env = {"PATH": str(venv / "bin"), "HOME": str(tmp_path)}
-    demo = subprocess.run(
-        [str(venv / "bin" / "noetic-scratchpad"), "demo", "--storage", "memory://"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+
+    def run(*command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    demo = run(str(venv / "bin" / "noetic-scratchpad"), "demo", "--storage", "memory://")
     assert demo.returncode == 0, demo.stderr
     assert "<scratchpad>" in demo.stdout
     extras = {
@@ -144,15 +142,7 @@ def test_a_fresh_venv_with_only_the_wheel_runs_the_demo_and_names_missing_extras
         "        out[name] = str(exc)\n"
         "print(json.dumps(out))\n"
     )
-    probed = subprocess.run(
-        [str(python), "-c", probe, "benchmarks", *extras],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    probed = run(str(python), "-c", probe, "benchmarks", *extras)
     assert probed.returncode == 0, probed.stderr
     found = json.loads(probed.stdout)
     assert found["benchmarks"] == "No module named 'benchmarks'"
