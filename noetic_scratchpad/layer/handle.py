@@ -58,6 +58,7 @@ class ScratchpadHandle:
         self._layer_id = layer_id
         self._budget = budget
         self._edits = pipeline.config.edit_tool
+        self._name = pipeline.config.name
         self.scope = scope
         """The kind of scope ``scope_key`` names: ``"thread"`` or ``"resource"``."""
         self._writer = ScopeWriter(
@@ -227,9 +228,10 @@ class ScratchpadHandle:
         )
 
     def block(self, budget: int | None = None) -> str:
-        """The ``<scratchpad>`` block of the current state, as ``recall`` gives it, in at
-        most ``budget`` tokens (default, the layer's budget); ``""`` while the scratchpad is
-        empty. Call :meth:`refresh` first to see what other executions wrote."""
+        """The ``<scratchpad>`` block (a named one's ``<scratchpad name="...">``) of the
+        current state, as ``recall`` gives it, in at most ``budget`` tokens (default, the
+        layer's budget); ``""`` while the scratchpad is empty. Call :meth:`refresh` first
+        to see what other executions wrote."""
         state = self.state
         if not state:
             return ""
@@ -242,6 +244,7 @@ class ScratchpadHandle:
             scope_key=self.scope_key,
             scope=self.scope,
             has_floats=self.floats_hint(state),
+            name=self._name,
         )
         return view.text or ""
 

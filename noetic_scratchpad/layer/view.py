@@ -21,6 +21,7 @@ def view_of(
     scope_key: str | None = None,
     has_floats: bool | None = None,
     report: bool = True,
+    name: str | None = None,
 ) -> RenderedView:
     """The block for ``state`` in at most ``limit`` tokens, counted by ``ctx.tokenize``
     (the host's ``count_tokens``), else estimated; a cut block emits ``ViewTruncated``.
@@ -28,9 +29,11 @@ def view_of(
     ``scope_key``: the key of the scope ``state`` is from; by default the one ``ctx`` gives
     a layer of kind ``scope``, looked up only when a cut is reported (a recall every turn).
     ``report=False``: a preview (the inspector's), whose cut is no event: the model saw
-    nothing.
+    nothing. ``name``: a named scratchpad's, whose block is ``<scratchpad name="...">``.
     """
-    view = render_view(state, limit, ctx.tokenize or estimate_tokens, has_floats=has_floats)
+    view = render_view(
+        state, limit, ctx.tokenize or estimate_tokens, has_floats=has_floats, name=name
+    )
     if view.truncated and report:
         if scope_key is None:
             scope, scope_key = ctx.scope_of(scope)

@@ -77,6 +77,7 @@ class ModelViews:
             scope=target.kind,
             scope_key=target.id,
             report=False,
+            name=layer.config.name,
         )
         cut = None
         if view.truncated:
