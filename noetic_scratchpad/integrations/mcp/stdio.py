@@ -7,6 +7,7 @@ import logging
 import os
 import stat
 import sys
+from collections.abc import Sequence
 from typing import cast
 
 import anyio
@@ -29,7 +30,7 @@ CLOSE_TIMEOUT = 10.0
 async def serve_stdio(
     storage: str | StorageBackend,
     *,
-    layer: ScratchpadLayer | None = None,
+    layer: ScratchpadLayer | Sequence[ScratchpadLayer] | None = None,
     default_id: str = "default",
     allow_scope_argument: bool = False,
     events: EventBus | None = None,
@@ -50,6 +51,7 @@ async def serve_stdio(
     ``count_tokens``: the model's token counter, for ``scratchpad_read``'s block (see
     ``create_server``). ``default_id``: the one scope served, unless
     ``allow_scope_argument=True`` lets the model name any (see ``create_server``).
+    ``layer``: one layer, or several with names of their own, each with its tools.
     """
     check_max_message_bytes(max_message_bytes)
     check_token_counter(count_tokens)  # before storage is opened
