@@ -370,3 +370,43 @@ async def test_signed_in_with_the_read_only_token_the_inspector_reads_and_offers
             "title", "Signed in with the read-only token: it cannot revert"
         )
         await expect(page.locator("#signout")).to_be_visible()
+
+
+@pytest.mark.asyncio
+async def test_the_inspector_names_the_block_of_a_named_scratchpad() -> None:
+    """A task per thread and a profile per user: each scope says which block it is, and the
+    model's view shows the block under its own tag."""
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    pad = create_app(
+        "memory://",
+        layers=[
+            scratchpad(name="task", schema=TaskNotes),
+            scratchpad(name="profile", scope="resource"),
+        ],
+        token=TOKEN,
+    )
+    async with (
+        served(pad) as server,
+        httpx.AsyncClient(base_url=server.url, headers=AUTH) as api,
+        async_playwright() as playwright,
+    ):
+        await api.patch("/api/scopes/thread/ticket-9", json={"currentGoal": "Refund order 9"})
+        await api.patch("/api/scopes/resource/alice", json={"language": "fr"})
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 760})
+            await page.goto(f"{server.url}/#token={TOKEN}")
+            await expect(page.locator("#status")).to_have_text("live")
+            profile = page.locator('tr.scope[data-id="alice"]')
+            await expect(profile.locator(".layer")).to_have_text("profile")
+            await expect(page.locator('tr.scope[data-id="ticket-9"] .layer')).to_have_text("task")
+            await profile.click()
+            await expect(page.locator("#state-title")).to_have_text("resource alice (profile)")
+            block = page.locator("#model-view pre.block")
+            await expect(block).to_have_text(
+                '<scratchpad name="profile">\n{\n  "language": "fr"\n}\n</scratchpad>'
+            )
+        finally:
+            await browser.close()
