@@ -62,17 +62,33 @@ class Profile(BaseModel):
 
 
 def layers() -> tuple[ScratchpadLayer, ScratchpadLayer]:
-    return scratchpad(name="task"), scratchpad(name="profile", scope="resource", schema=Profile)
+    profile = scratchpad(name="profile", scope="resource", schema=Profile, edit_tool=True)
+    return scratchpad(name="task"), profile
 
 
-#: (layer, arguments, call id): the task's write, the profile's, a refused profile write.
+def _operation(op: str, path: list[str], value: str | None = None) -> dict[str, Any]:
+    return {"op": op, "path": path, "value_json": value, "values_json": None, "index": None}
+
+
+#: (tool, arguments, call id): the task's write, the profile's, a refused profile write,
+#: an edit of the profile and a refused one.
 CALLS = [
     ("task", {"goal": "ship"}, "c1"),
     ("profile", {"language": "fr"}, "c2"),
     ("profile", {"likes": "cats"}, "c3"),
+    ("profile_edit", {"operations": [_operation("set", ["likes"], '["cats"]')]}, "c4"),
+    ("profile_edit", {"operations": [_operation("delete", ["nowhere"])]}, "c5"),
 ]
 TASK_BLOCK = '<scratchpad name="task">\n{\n  "goal": "ship"\n}\n</scratchpad>'
 PROFILE_BLOCK = '<scratchpad name="profile">\n{\n  "language": "fr"\n}\n</scratchpad>'
+EDITED_PROFILE_BLOCK = (
+    '<scratchpad name="profile">\n{\n  "language": "fr",\n  "likes": [\n    "cats"\n  ]\n}'
+    "\n</scratchpad>"
+)
+#: The tools' names in pydantic-ai, the Agents SDK and MCP.
+NAMES = {"task": "task_update", "profile": "profile_update", "profile_edit": "profile_edit"}
+EDITED_PROFILE = {"language": "fr", "likes": ["cats"]}
+EDIT_DESCRIPTION = 'Edit your scratchpad "profile" (the <scratchpad name="profile"> block) in place'
 TASK_DESCRIPTION = 'Update your scratchpad "task" (the <scratchpad name="task"> block): '
 PROFILE_DESCRIPTION = (
     'Update your scratchpad "profile" (the <scratchpad name="profile"> block): What we know '
@@ -115,6 +131,9 @@ def check(seen: Seen, names: dict[str, str], *, refusal_prefix: str = "") -> Non
     assert sorted(seen.tools) == sorted(names.values())
     assert seen.tools[names["task"]].startswith(TASK_DESCRIPTION)
     assert seen.tools[names["profile"]].startswith(PROFILE_DESCRIPTION)
+    assert seen.tools[names["profile_edit"]].startswith(EDIT_DESCRIPTION)
+    assert seen.tools[names["profile_edit"]].endswith("to merge new values into fields.")
+    assert "use profile" in seen.tools[names["profile_edit"]]
     assert seen.texts["c1"] == "Scratchpad updated (goal)."
     assert seen.texts["c2"] == "Scratchpad updated (language)."
     refusal = seen.texts["c3"].removeprefix(refusal_prefix)
@@ -122,16 +141,20 @@ def check(seen: Seen, names: dict[str, str], *, refusal_prefix: str = "") -> Non
     assert refusal.endswith(
         f"Fix these fields and call {names['profile']} again with only the fields to change."
     )
+    assert seen.texts["c4"] == "Scratchpad edited (likes)."
+    refused_edit = seen.texts["c5"].removeprefix(refusal_prefix)
+    assert "nowhere" in refused_edit
+    assert f"call {names['profile_edit']} again" in refused_edit
     text = "\n".join(seen.last_request)
     assert TASK_BLOCK in text
-    assert PROFILE_BLOCK in text
+    assert EDITED_PROFILE_BLOCK in text
     assert text.count("</scratchpad>") == 2
 
 
 async def check_stored(
     task: ScratchpadLayer, profile: ScratchpadLayer, storage: StorageBackend
 ) -> None:
-    assert await stored(task, profile, storage) == ({"goal": "ship"}, {"language": "fr"})
+    assert await stored(task, profile, storage) == ({"goal": "ship"}, EDITED_PROFILE)
 
 
 # -- the harness ---------------------------------------------------------------------------
@@ -141,7 +164,7 @@ async def check_stored(
 async def test_two_named_blocks_in_the_harness() -> None:
     task, profile = layers()
     storage = MemoryStorage()
-    names = {"task": "task/update", "profile": "profile/update"}
+    names = {"task": "task/update", "profile": "profile/update", "profile_edit": "profile/edit"}
     turns: list[Any] = [
         [FunctionCall(call_id=call_id, name=names[which], arguments=json.dumps(args))]
         for which, args, call_id in CALLS
@@ -182,7 +205,7 @@ def _provider_tools(api: str, body: dict[str, Any]) -> dict[str, str]:
 async def test_two_named_blocks_in_the_harness_over_each_provider(api: str) -> None:
     task, profile = layers()
     storage = MemoryStorage()
-    names = {"task": "task__update", "profile": "profile__update"}
+    names = {"task": "task__update", "profile": "profile__update", "profile_edit": "profile__edit"}
     # The matrix's provider host, its calls made by layer rather than by function.
     provider = ProviderHarness(api)  # type: ignore[arg-type]
     provider.names = names
@@ -200,7 +223,7 @@ async def test_two_named_blocks_in_the_harness_over_each_provider(api: str) -> N
 
 
 async def _run_pydantic_ai(*capabilities: Any, toolsets: Any = ()) -> Seen:
-    names = {"task": "task_update", "profile": "profile_update"}
+    names = NAMES
     turns = [
         [ToolCallPart(names[which], args, tool_call_id=call_id)] for which, args, call_id in CALLS
     ]
@@ -241,7 +264,7 @@ async def test_two_named_blocks_in_pydantic_ai() -> None:
     ):
         assert (task_notes.id, profile_notes.id) == ("task", "profile")
         seen = await _run_pydantic_ai(task_notes, profile_notes)
-    check(seen, {"task": "task_update", "profile": "profile_update"})
+    check(seen, NAMES)
     await check_stored(task, profile, storage)
 
 
@@ -255,7 +278,7 @@ async def test_two_named_blocks_as_pydantic_ai_toolsets() -> None:
     ]
     assert [toolset.id for toolset in toolsets] == ["task", "profile"]
     seen = await _run_pydantic_ai(toolsets=toolsets)
-    check(seen, {"task": "task_update", "profile": "profile_update"})
+    check(seen, NAMES)
     await check_stored(task, profile, storage)
 
 
@@ -275,7 +298,7 @@ async def test_two_named_blocks_in_the_agents_sdk() -> None:
     set_tracing_disabled(True)
     task, profile = layers()
     storage = MemoryStorage()
-    names = {"task": "task_update", "profile": "profile_update"}
+    names = NAMES
     turns: list[list[Any]] = [
         [raw_tool_call(call_id, json.dumps(args), name=names[which])]
         for which, args, call_id in CALLS
@@ -330,7 +353,7 @@ async def test_two_agents_sdk_scratchpads_with_one_name_are_refused() -> None:
 async def test_two_named_blocks_on_one_mcp_server() -> None:
     task, profile = layers()
     storage = MemoryStorage()
-    names = {"task": "task_update", "profile": "profile_update"}
+    names = NAMES
     seen = Seen({}, {}, [])
     server = create_server([task, profile], storage, allow_scope_argument=True)
     async with Client(server) as client:
@@ -340,7 +363,8 @@ async def test_two_named_blocks_on_one_mcp_server() -> None:
         instructions = client.instructions.split("\n\n")
         for which, args, call_id in CALLS:
             scope = {"thread": THREAD} if which == "task" else {"resource": RESOURCE}
-            result = await client.call_tool(names[which], {"update": args, **scope})
+            sent = dict(args) if which == "profile_edit" else {"update": args}
+            result = await client.call_tool(names[which], {**sent, **scope})
             content = result.content[0]
             assert isinstance(content, TextContent)
             seen.texts[call_id] = content.text
@@ -368,7 +392,7 @@ async def test_two_named_blocks_on_one_mcp_server() -> None:
         "scratchpad://profile/resource/default",
     }
     contents = profile_state.contents[0]
-    assert json.loads(getattr(contents, "text", "")) == {"language": "fr"}
+    assert json.loads(getattr(contents, "text", "")) == EDITED_PROFILE
     await check_stored(task, profile, storage)
 
 

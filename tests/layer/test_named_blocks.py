@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from noetic_scratchpad import ScratchpadConfigError, StorageError, scratchpad
 from noetic_scratchpad.core import ScratchpadCore
 from noetic_scratchpad.errors import StorageOutcomeUnknownError
+from noetic_scratchpad.items import FunctionCall, Message
 from noetic_scratchpad.layer import LayerFunction
 from noetic_scratchpad.render import open_tag, render_block, render_view
 from noetic_scratchpad.storage import MemoryStorage
@@ -180,3 +181,47 @@ async def test_a_read_only_named_block_says_which_block_is_read_only() -> None:
     async with ScratchpadCore(scratchpad(read_only=True), storage=MemoryStorage()) as core:
         refused = await core.call("t1", "update", {"a": 1}, tool="scratchpad_update")
     assert refused.text.endswith("This scratchpad is read-only; do not try to update it.")
+
+
+async def test_the_store_hook_applies_only_its_own_layers_calls() -> None:
+    """An own loop hands every layer the whole response: each applies its own tools'
+    calls and leaves the other's, and each recall is its own block."""
+    task, profile = scratchpad(name="task"), scratchpad(name="profile", edit_tool=True)
+    storage = MemoryStorage()
+    async with ScratchpadCore([task, profile], storage=storage) as core:
+        ctx = core.context("t1")
+        states = {layer.id: await core.init(layer, ctx) for layer in (task, profile)}
+        set_like = {"op": "set", "path": ["likes"], "value_json": '["tea"]'}
+        items = [
+            FunctionCall(call_id="c1", name="task/update", arguments='{"goal": "ship"}'),
+            FunctionCall(call_id="c2", name="profile/update", arguments='{"language": "fr"}'),
+            FunctionCall(
+                call_id="c3",
+                name="profile/edit",
+                arguments=json.dumps(
+                    {"operations": [{**set_like, "values_json": None, "index": None}]}
+                ),
+            ),
+            FunctionCall(call_id="c4", name="scratchpad/update", arguments='{"x": 1}'),
+        ]
+        for layer in (task, profile):
+            stored = await layer.hooks.store(new_items=items, state=states[layer.id], ctx=ctx)
+            assert stored is not None
+            states[layer.id] = stored.state
+        assert states == {"task": {"goal": "ship"}, "profile": {"language": "fr", "likes": ["tea"]}}
+        blocks = [
+            await layer.hooks.recall(state=states[layer.id], budget=layer.budget, ctx=ctx)
+            for layer in (task, profile)
+        ]
+    texts = [
+        item.content
+        for block in blocks
+        if block is not None
+        for item in block.items
+        if isinstance(item, Message)
+    ]
+    assert texts == [
+        '<scratchpad name="task">\n{\n  "goal": "ship"\n}\n</scratchpad>',
+        '<scratchpad name="profile">\n{\n  "language": "fr",\n  "likes": [\n    "tea"\n  ]\n}'
+        "\n</scratchpad>",
+    ]
