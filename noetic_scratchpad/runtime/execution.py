@@ -18,7 +18,7 @@ from ..items import FunctionCall, Item, LLMResponse, Message
 from ..layer import ContextLayer, LayerHandle
 from ..placement import DEFAULT_PLACEMENT, Placement, arrange
 from .model import ModelRequest, ToolSpec, ToolsRenamed, as_response
-from .toolcalls import LayerTool, ToolCalls
+from .toolcalls import LayerTool, ToolCalls, presented_specs
 from .tools import Agent, Tool
 
 __all__ = ("Execution", "LayerStack", "RunResult", "bound_handle")
@@ -144,6 +144,7 @@ class Execution:
         query = _last_user_text(conversation)
         specs, tools = self.toolset(self.agent)
         sent_names = self._sent_names(specs)
+        specs = presented_specs(specs, self.layer_tools, self.stack.core, sent_names)
         calls: list[FunctionCall] = []
         for step in range(1, self.limit + 1):
             response = await self._ask(step, specs, states, query, conversation)

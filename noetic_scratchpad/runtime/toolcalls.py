@@ -3,6 +3,7 @@ error outputs the model reads when a call cannot run."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,11 +14,11 @@ from ..context import ExecutionContext
 from ..core import ScratchpadCore, format_output
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..items import FunctionCall, FunctionCallOutput
-from ..layer import ContextLayer, LayerFunction
+from ..layer import ContextLayer, LayerFunction, ScratchpadLayer
 from .model import ToolSpec
 from .tools import Agent, Tool
 
-__all__ = ("LayerTool", "ToolCalls", "agent_toolset", "collect_layer_tools")
+__all__ = ("LayerTool", "ToolCalls", "agent_toolset", "collect_layer_tools", "presented_specs")
 
 logger = logging.getLogger("noetic_scratchpad.runtime")
 
@@ -52,6 +53,30 @@ def collect_layer_tools(
                     ToolSpec(name, provided.description, provided.parameters, provided.strict)
                 )
     return layer_tools, specs
+
+
+def presented_specs(
+    specs: Sequence[ToolSpec],
+    layer_tools: Mapping[str, LayerTool],
+    core: ScratchpadCore,
+    sent_names: Mapping[str, str],
+) -> list[ToolSpec]:
+    """``specs`` as a provider adapter sends them (``sent_names``: our name -> the model's):
+    a scratchpad's tool descriptions that name another of its tools (the edit tool names
+    the update tool) name it as the model sees it, ``profile__update``."""
+    if not sent_names:
+        return list(specs)
+    presented = []
+    for spec in specs:
+        tool = layer_tools.get(spec.name)
+        layer = core.layer(tool.layer_id) if tool is not None else None
+        if tool is not None and isinstance(layer, ScratchpadLayer):
+            ours = layer.tool_names("/")
+            names = {function: sent_names.get(name, name) for function, name in ours.items()}
+            described = {each.function: each.description for each in layer.host_tools(names)}
+            spec = dataclasses.replace(spec, description=described[tool.function])
+        presented.append(spec)
+    return presented
 
 
 def agent_toolset(

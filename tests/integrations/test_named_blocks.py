@@ -132,8 +132,9 @@ def check(seen: Seen, names: dict[str, str], *, refusal_prefix: str = "") -> Non
     assert seen.tools[names["task"]].startswith(TASK_DESCRIPTION)
     assert seen.tools[names["profile"]].startswith(PROFILE_DESCRIPTION)
     assert seen.tools[names["profile_edit"]].startswith(EDIT_DESCRIPTION)
-    assert seen.tools[names["profile_edit"]].endswith("to merge new values into fields.")
-    assert "use profile" in seen.tools[names["profile_edit"]]
+    assert seen.tools[names["profile_edit"]].endswith(
+        f"use {names['profile']} to merge new values into fields."
+    )
     assert seen.texts["c1"] == "Scratchpad updated (goal)."
     assert seen.texts["c2"] == "Scratchpad updated (language)."
     refusal = seen.texts["c3"].removeprefix(refusal_prefix)
