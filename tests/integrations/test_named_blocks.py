@@ -365,19 +365,17 @@ async def test_two_named_blocks_on_one_mcp_server() -> None:
         for which, args, call_id in CALLS:
             scope = {"thread": THREAD} if which == "task" else {"resource": RESOURCE}
             sent = dict(args) if which == "profile_edit" else {"update": args}
-            result = await client.call_tool(names[which], {**sent, **scope})
-            content = result.content[0]
-            assert isinstance(content, TextContent)
-            seen.texts[call_id] = content.text
-        for read, scope in (("task_read", {"thread": THREAD}), ("profile_read", {})):
-            result = await client.call_tool(
-                read, scope if read == "task_read" else {"resource": RESOURCE}
-            )
-            content = result.content[0]
-            assert isinstance(content, TextContent)
-            seen.last_request.append(content.text)
+            seen.texts[call_id] = _text(await client.call_tool(names[which], {**sent, **scope}))
+        for read, scope in (
+            ("task_read", {"thread": THREAD}),
+            ("profile_read", {"resource": RESOURCE}),
+        ):
+            seen.last_request.append(_text(await client.call_tool(read, scope)))
         resources = {str(r.uri) for r in (await client.list_resources()).resources}
         profile_state = await client.read_resource(f"scratchpad://profile/resource/{RESOURCE}")
+        # The server's own refusals name the tool of the block called, and list every tool.
+        shapeless = await client.call_tool("profile_update", {"language": "de"})
+        unknown = await client.call_tool("scratchpad_update", {"update": {}})
     reads = {"task": "task_read", "profile": "profile_read"}
     seen.tools = {name: text for name, text in seen.tools.items() if name not in reads.values()}
     check(seen, names)
@@ -392,9 +390,25 @@ async def test_two_named_blocks_on_one_mcp_server() -> None:
         "scratchpad://task/thread/default",
         "scratchpad://profile/resource/default",
     }
+    assert [shapeless.is_error, unknown.is_error] == [True, True]
+    assert _text(shapeless) == (
+        "profile_update needs `update`, the object of fields to change, for example "
+        '{"update": {"language": "..."}}. You sent \'language\' at the top level. Call '
+        "profile_update again with the fields under `update`."
+    )
+    assert _text(unknown) == (
+        "There is no tool 'scratchpad_update' here; the tools are task_read, task_update, "
+        "profile_read, profile_update, profile_edit."
+    )
     contents = profile_state.contents[0]
     assert json.loads(getattr(contents, "text", "")) == EDITED_PROFILE
     await check_stored(task, profile, storage)
+
+
+def _text(result: Any) -> str:
+    content = result.content[0]
+    assert isinstance(content, TextContent)
+    return content.text
 
 
 def test_an_mcp_server_refuses_two_layers_with_one_name() -> None:
