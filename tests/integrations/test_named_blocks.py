@@ -411,6 +411,31 @@ def _text(result: Any) -> str:
     return content.text
 
 
+@pytest.mark.asyncio
+async def test_a_pinned_mcp_server_keeps_each_named_block_on_its_scope() -> None:
+    """Pinned (the default): each layer's tools write its kind of scope of ``default_id``,
+    take no scope argument, and the resources are those two scopes'."""
+    task, profile = layers()
+    storage = MemoryStorage()
+    async with Client(create_server([task, profile], storage, default_id="alice")) as client:
+        listed = {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+        await client.call_tool("task_update", {"update": {"goal": "ship"}})
+        await client.call_tool("profile_update", {"update": {"language": "fr"}})
+        refused = await client.call_tool("profile_update", {"update": {}, "resource": "bob"})
+        resources = {str(r.uri) for r in (await client.list_resources()).resources}
+    assert all(
+        "thread" not in s["properties"] and "resource" not in s["properties"]
+        for s in listed.values()
+    )
+    assert refused.is_error
+    assert _text(refused).startswith("profile_update takes no `resource`")
+    assert resources == {"scratchpad://task/thread/alice", "scratchpad://profile/resource/alice"}
+    assert (await task.open(storage, thread_id="alice")).state == {"goal": "ship"}
+    assert (await profile.open(storage, thread_id="x", resource_id="alice")).state == {
+        "language": "fr"
+    }
+
+
 def test_an_mcp_server_refuses_two_layers_with_one_name() -> None:
     with pytest.raises(ScratchpadConfigError, match="several scratchpads are named 'task'"):
         create_server(
