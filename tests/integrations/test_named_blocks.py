@@ -291,6 +291,16 @@ def test_two_pydantic_ai_scratchpads_with_one_name_are_refused_when_the_agent_is
         PydanticAgent(FunctionModel(lambda m, i: ModelResponse([])), capabilities=[first, second])
 
 
+@pytest.mark.asyncio
+async def test_two_pydantic_ai_toolsets_with_one_name_are_refused_at_the_first_run() -> None:
+    """Toolsets have no construction-time check in pydantic-ai: the clash of tool names is
+    refused when the run lists the tools, before the model is called."""
+    storage = MemoryStorage()
+    toolsets = [ScratchpadToolset(storage=storage), ScratchpadToolset(storage=storage)]
+    with pytest.raises(UserError, match="conflicts with existing tool"):
+        await _run_pydantic_ai(toolsets=toolsets)
+
+
 # -- the OpenAI Agents SDK -------------------------------------------------------------------
 
 
