@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
+from .. import tracing
 from ..context import ExecutionContext
 from ..edits import edited_keys
 from ..events import WriteSource
@@ -21,6 +22,8 @@ from .view import view_of
 from .writer import Prepare, ScopeWriter, Written
 
 __all__ = ("ScratchpadHandle", "copy_state")
+
+_TRACER = tracing.TRACER  # bound once: None without opentelemetry
 
 
 class ScratchpadHandle:
@@ -169,7 +172,7 @@ class ScratchpadHandle:
         update's values: treat both as read-only. ``writer``: another writer of this scope
         (a revert's).
         """
-        written = await (writer or self._writer).write(
+        write = (writer or self._writer).write(
             args,
             self.current,
             source=source,
@@ -177,9 +180,46 @@ class ScratchpadHandle:
             expected_revision=expected_revision,
             prepare=prepare,
         )
+        if _TRACER is None:  # no opentelemetry: nothing more on the hot path
+            written = await write
+        else:
+            written = await self._traced(write, source, prepare)
         if written.wrote:
             self.current = written.snapshot
         return written
+
+    async def _traced(
+        self, write: Coroutine[Any, Any, Written], source: WriteSource, prepare: Prepare | None
+    ) -> Written:
+        """``write`` in a span of its own, a child of the current one (see
+        :mod:`~noetic_scratchpad.tracing`); a span that records nothing (no SDK set up)
+        costs no further call into the package."""
+        assert _TRACER is not None
+        operation = "revert" if source == "revert" else "edit" if prepare else "update"
+        with _TRACER.start_as_current_span(
+            tracing.OPERATIONS[operation], record_exception=False, set_status_on_exception=False
+        ) as span:
+            if not span.is_recording():
+                return await write
+            key = self.scope_key
+            tracing.start(
+                span,
+                operation,
+                layer_id=self._layer_id,
+                scope_key=key,
+                scope=self.scope,
+                source=source,
+            )
+            try:
+                written = await write
+            except Exception as exc:
+                tracing.failed(span, exc)
+                raise
+            now = written.snapshot
+            tracing.wrote(
+                span, revision=now.revision, wrote=written.wrote, state=now.state, scope_key=key
+            )
+            return written
 
     async def history(self, limit: int = 20) -> list[HistoryEntry]:
         """The scope's ``limit`` newest journaled writes, newest first, each with what it
@@ -255,9 +295,16 @@ class ScratchpadHandle:
         state is then left as it was.
         """
         if self.storage is not None:
-            self.adopt(
-                await load(self._writer.pipeline, self.storage, self.ctx, layer_id=self._layer_id)
-            )
+            key = self.scope_key
+            with tracing.memory_span(
+                "read", layer_id=self._layer_id, scope_key=key, scope=self.scope
+            ) as span:
+                loaded = await load(
+                    self._writer.pipeline, self.storage, self.ctx, layer_id=self._layer_id
+                )
+                if span is not None:
+                    tracing.read(span, revision=loaded.revision, state=loaded.state, scope_key=key)
+            self.adopt(loaded)
         return self.snapshot
 
     def adopt(self, loaded: Snapshot) -> None:
