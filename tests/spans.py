@@ -8,14 +8,35 @@ from collections.abc import Iterator
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler, SamplingResult
 
 from noetic_scratchpad import tracing
 
 EXPORTER = InMemorySpanExporter()
-MEMORY_OPERATIONS = {"upsert_memory", "update_memory", "search_memory", "delete_memory"}
+_on = [False]
+
+
+class _WhileRecording(Sampler):
+    """Samples only inside :func:`recording`: the other tests of the session, which run
+    with this provider set, get spans that record nothing."""
+
+    def should_sample(
+        self, parent_context: Context | None, *args: Any, **kwargs: Any
+    ) -> SamplingResult:
+        return SamplingResult(Decision.RECORD_AND_SAMPLE if _on[0] else Decision.DROP)
+
+    def get_description(self) -> str:
+        return "while recording"
+
+
+class _Exporting(SimpleSpanProcessor):
+    def on_end(self, span: ReadableSpan) -> None:
+        if _on[0]:
+            super().on_end(span)
 
 
 @functools.cache
@@ -23,9 +44,9 @@ def install() -> TracerProvider:
     """The global SDK provider, exporting to :data:`EXPORTER` (set up once)."""
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
+        provider = TracerProvider(sampler=ParentBased(_WhileRecording()))
         trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+    provider.add_span_processor(_Exporting(EXPORTER))
     return provider
 
 
@@ -33,9 +54,11 @@ def recording() -> Iterator[InMemorySpanExporter]:
     """A fixture's body: spans exported from a clean slate, contents off again after."""
     install()
     EXPORTER.clear()
+    _on[0] = True
     try:
         yield EXPORTER
     finally:
+        _on[0] = False
         tracing.configure(capture_content=False)
         EXPORTER.clear()
 

@@ -219,7 +219,7 @@ async def test_the_http_apps_reset_is_a_delete_memory_span(
 
 
 @pytest.mark.asyncio
-async def test_a_span_that_records_nothing_costs_no_attributes(
+async def test_a_write_under_a_sampled_out_parent_exports_no_span(
     spans: InMemorySpanExporter,
 ) -> None:
     """Sampled out (a non-recording parent): the write runs, no span is exported."""

@@ -23,7 +23,8 @@ from .writer import Prepare, ScopeWriter, Written
 
 __all__ = ("ScratchpadHandle", "copy_state")
 
-_TRACER = tracing.TRACER  # bound once: None without opentelemetry
+# Bound once: None without opentelemetry; OpenTelemetry's functions, not the package's.
+_TRACER, _global_provider, _UNSET = tracing.TRACER, tracing.global_provider, tracing.UNSET
 
 
 class ScratchpadHandle:
@@ -180,8 +181,8 @@ class ScratchpadHandle:
             expected_revision=expected_revision,
             prepare=prepare,
         )
-        if _TRACER is None:  # no opentelemetry: nothing more on the hot path
-            written = await write
+        if _TRACER is None or isinstance(_global_provider(), _UNSET):
+            written = await write  # no opentelemetry, or no provider: no span
         else:
             written = await self._traced(write, source, prepare)
         if written.wrote:
