@@ -296,16 +296,9 @@ class ScratchpadHandle:
         state is then left as it was.
         """
         if self.storage is not None:
-            key = self.scope_key
-            with tracing.memory_span(
-                "read", layer_id=self._layer_id, scope_key=key, scope=self.scope
-            ) as span:
-                loaded = await load(
-                    self._writer.pipeline, self.storage, self.ctx, layer_id=self._layer_id
-                )
-                if span is not None:
-                    tracing.read(span, revision=loaded.revision, state=loaded.state, scope_key=key)
-            self.adopt(loaded)
+            self.adopt(
+                await load(self._writer.pipeline, self.storage, self.ctx, layer_id=self._layer_id)
+            )
         return self.snapshot
 
     def adopt(self, loaded: Snapshot) -> None:

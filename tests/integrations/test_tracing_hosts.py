@@ -77,6 +77,11 @@ async def test_the_harness_tool_call_is_a_span_under_the_applications_span(
     update = the_update(spans)
     assert is_child_of(update, run)
     assert attributes(update)["scratchpad.source"] == "tool"
+    # The run's reads (its start, the refresh after the tool call): what the model saw.
+    reads = [span for span in memory_spans(spans) if span.name == "search_memory"]
+    assert len(reads) == 2
+    assert all(is_child_of(read, run) for read in reads)
+    assert [attributes(read)["gen_ai.memory.record.count"] for read in reads] == [0, 1]
 
 
 @pytest.mark.asyncio
