@@ -1,19 +1,22 @@
 """OpenTelemetry spans for the scratchpad's reads and writes (the ``[otel]`` extra).
 
-With ``opentelemetry-api`` installed, every write through a handle (an update, an edit, a
-revert: the model's tool call in any host, or code's ``handle.update``), every read tool
-call and refresh, and the HTTP app's reset is one span on the global tracer provider, a
-child of whatever span is current: pydantic-ai's (Logfire's) tool span, the Agents SDK's
-(through an OpenTelemetry bridge), an application's own. Without an SDK configured the
-spans are OpenTelemetry's no-op; without the package, :data:`TRACER` is ``None`` and
-nothing here runs.
+With ``opentelemetry-api`` installed and a tracer provider set by the application
+(Logfire's, or an SDK ``TracerProvider`` with any exporter), each write through a handle
+(an update, an edit, a revert: the model's tool call in any host, or code's
+``handle.update``), each read of a scope's state (a run's start, a refresh, the read tool,
+the HTTP app's ``GET``) and the HTTP app's reset is one span, a child of whatever span is
+current: pydantic-ai's ``execute_tool`` span, the MCP SDK's, an application's own around
+an Agents SDK run or a request. While no provider is set, no span is opened; without the
+package, :data:`TRACER` is ``None`` and nothing here runs.
 
 The spans follow the OpenTelemetry GenAI semantic conventions for memory operations
 (``gen_ai.memory.client``, development stability): the span name is the operation
 (``upsert_memory`` for an update or an edit, which may create or change keys without the
-caller choosing; ``update_memory`` for a revert; ``search_memory`` for a read;
-``delete_memory`` for a reset); the store is the layer, the record is one scope's
-scratchpad. What the conventions have no name for carries a ``scratchpad.`` prefix.
+caller choosing which; ``update_memory`` for a revert; ``search_memory`` for a read;
+``delete_memory`` for a reset), the store (``gen_ai.memory.store.id``) is the layer, the
+record (``gen_ai.memory.record.id``) one scope's scratchpad. What the conventions have no
+name for carries a ``scratchpad.`` prefix: the operation as the library names it, the kind
+of scope, the source of a write, the revision, a refusal's reason.
 
 A note's contents (``gen_ai.memory.records``, which may hold personal data) are recorded
 only when the application opts in: :func:`configure` with ``capture_content=True``. The
@@ -80,7 +83,7 @@ def _no_provider() -> object:  # pragma: no cover - only without opentelemetry
 
 #: OpenTelemetry's own ``get_tracer_provider``, and the class of what it returns while the
 #: application has set no provider: the write path asks them (no call into the package)
-#: and then opens no span at all, a third of the cost of a no-op one.
+#: and then opens no span at all, for a fraction of what a no-op span costs.
 global_provider = _no_provider if _trace is None else _trace.get_tracer_provider
 UNSET: type = type(None) if _trace is None else _trace.ProxyTracerProvider
 
@@ -119,7 +122,7 @@ def start(
         span.set_attribute(SOURCE, source)
 
 
-def wrote(span: Span, *, revision: int, wrote: bool, state: Any, scope_key: str) -> None:
+def written(span: Span, *, revision: int, wrote: bool, state: Any, scope_key: str) -> None:
     """Record a write's outcome on a recording ``span``."""
     span.set_attribute(REVISION, revision)
     span.set_attribute(WROTE, wrote)
@@ -169,10 +172,10 @@ def memory_span(
 ) -> Iterator[Span | None]:
     """A span of ``operation`` around the block, a child of the current span; ``None``
     without ``opentelemetry-api``. An exception marks it failed (:func:`failed`) and
-    propagates. For paths where a call more does not matter (a read tool, a reset); the
-    write path uses :data:`TRACER` itself."""
+    propagates. For paths where a call more does not matter (a read, a reset); the write
+    path uses :data:`TRACER` itself."""
     tracer = TRACER
-    if tracer is None:
+    if tracer is None or isinstance(global_provider(), UNSET):
         yield None
         return
     with tracer.start_as_current_span(

@@ -217,7 +217,7 @@ class ScratchpadHandle:
                 tracing.failed(span, exc)
                 raise
             now = written.snapshot
-            tracing.wrote(
+            tracing.written(
                 span, revision=now.revision, wrote=written.wrote, state=now.state, scope_key=key
             )
             return written
