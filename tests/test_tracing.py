@@ -198,12 +198,19 @@ async def test_a_storage_failure_is_an_error_span_without_the_drivers_words(
 
 
 @pytest.mark.asyncio
-async def test_the_http_apps_reset_is_a_delete_memory_span(
+async def test_the_http_apps_read_and_reset_are_search_and_delete_memory_spans(
     spans: InMemorySpanExporter,
 ) -> None:
     pad = create_app("memory://", layers=[scratchpad()])
     async with api_client(pad) as client:
         assert (await client.patch("/api/scopes/thread/t1", json={"goal": "a"})).status_code == 200
+        spans.clear()
+        assert (await client.get("/api/scopes/thread/t1")).status_code == 200
+        [read] = memory_spans(spans)
+        assert read.name == "search_memory"
+        assert attributes(read)["gen_ai.memory.record.id"] == "t1"
+        assert attributes(read)["gen_ai.memory.record.count"] == 1
+        assert attributes(read)["scratchpad.revision"] == 1
         spans.clear()
         assert (await client.delete("/api/scopes/thread/t1")).status_code == 204
         assert (await client.delete("/api/scopes/thread/t1")).status_code == 404

@@ -161,7 +161,13 @@ class ScopeRoutes:
 
     async def read(self, request: Request, target: Target) -> Response:
         """The stored state and its revision, with its ETag; 404 when nothing is stored."""
-        found = await self.revisions.stored(target)
+        with tracing.memory_span(
+            "read", layer_id=target.layer_id, scope_key=target.id, scope=target.kind
+        ) as span:
+            found = await self.revisions.stored(target)
+            if span is not None:
+                stored = (None, None) if found is None else (found.revision, found.value)
+                tracing.read(span, revision=stored[0], state=stored[1], scope_key=target.id)
         if found is None:
             raise not_stored(target)
         return scope_response(target, found.value, found.revision)
