@@ -85,6 +85,21 @@ async def test_edit_and_revert_are_spans_of_their_own_operation(
 
 
 @pytest.mark.asyncio
+async def test_a_retried_call_is_a_span_that_wrote_no_record(spans: InMemorySpanExporter) -> None:
+    """The same call id and arguments again: applied before, so nothing is written."""
+    async with ScratchpadCore() as core:
+        handle = await core.handle("t1", read=False)
+        for _ in range(2):
+            await handle.call("update", {"goal": "ship"}, call_id="c1")
+    first, retry = memory_spans(spans)
+    assert attributes(first)["scratchpad.wrote"] is True
+    assert attributes(retry)["scratchpad.wrote"] is False
+    assert attributes(retry)["gen_ai.memory.record.count"] == 0
+    assert attributes(retry)["scratchpad.revision"] == 1
+    assert retry.status.status_code == StatusCode.UNSET
+
+
+@pytest.mark.asyncio
 async def test_a_span_is_a_child_of_the_current_span(spans: InMemorySpanExporter) -> None:
     tracer = trace.get_tracer("the-application")
     async with ScratchpadCore() as core:
@@ -275,3 +290,26 @@ assert not any(name.startswith("opentelemetry") for name in sys.modules)
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["None", "1", "True"]
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    backend: str = request.param
+    return backend
+
+
+@pytest.mark.anyio
+async def test_spans_nest_on_asyncio_and_under_trio(spans: InMemorySpanExporter) -> None:
+    """The current span travels in a context variable, which both loops carry across the
+    write's awaits: the write's span is the child, and the parent is current again after."""
+    tracer = trace.get_tracer("the-application")
+    async with ScratchpadCore() as core:
+        handle = await core.handle("t1", read=False)
+        with tracer.start_as_current_span("tool call") as parent:
+            await handle.update({"goal": "ship"})
+            await handle.refresh()
+            assert trace.get_current_span() is parent
+    update, read = memory_spans(spans)
+    for span in (update, read):
+        assert span.parent is not None
+        assert span.parent.span_id == parent.get_span_context().span_id
