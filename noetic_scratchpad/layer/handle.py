@@ -193,7 +193,7 @@ class ScratchpadHandle:
         self, write: Coroutine[Any, Any, Written], source: WriteSource, prepare: Prepare | None
     ) -> Written:
         """``write`` in a span of its own, a child of the current one (see
-        :mod:`~noetic_scratchpad.tracing`); a span that records nothing (no SDK set up)
+        :mod:`~noetic_scratchpad.tracing`); a span that records nothing (sampled out)
         costs no further call into the package."""
         assert _TRACER is not None
         operation = "revert" if source == "revert" else "edit" if prepare else "update"
