@@ -5,12 +5,19 @@ error status, and a note's contents only when the application opts in."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import textwrap
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel
@@ -313,3 +320,82 @@ async def test_spans_nest_on_asyncio_and_under_trio(spans: InMemorySpanExporter)
     for span in (update, read):
         assert span.parent is not None
         assert span.parent.span_id == parent.get_span_context().span_id
+
+
+def _docs_block(heading: str) -> str:
+    """The first Python block under ``heading`` in docs/operations.md."""
+    text = (Path(__file__).parent.parent / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = text[text.index(heading) :]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start : section.index("```\n", start)]
+
+
+class _Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP trace receiver: keeps each request's path and body."""
+
+    received: ClassVar[list[tuple[str, bytes]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.received.append((self.path, body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the test's output stays clean
+
+
+def test_the_docs_otlp_setup_sends_the_spans_to_a_collector() -> None:
+    """The OTLP block of docs/operations.md, run as it is in a process of its own (the
+    global provider is set once per process): an update under the application's span
+    reaches an OTLP/HTTP collector as a child of that span, with the service's name."""
+    script = _docs_block("### With a plain OTLP exporter") + textwrap.dedent(
+        """
+        import asyncio
+
+        from noetic_scratchpad.core import ScratchpadCore
+
+        async def main():
+            async with ScratchpadCore() as core:
+                handle = await core.handle("t1", read=False)
+                with trace.get_tracer("app").start_as_current_span("tool call"):
+                    await handle.update({"goal": "ship"})
+
+        asyncio.run(main())
+        provider.shutdown()  # flushes the batch
+        """
+    )
+    _Collector.received.clear()
+    server = HTTPServer(("127.0.0.1", 0), _Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = {
+            **os.environ,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            env=env,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stderr
+    assert [path for path, _ in _Collector.received] == ["/v1/traces"]
+    request = ExportTraceServiceRequest.FromString(_Collector.received[0][1])
+    [resource] = request.resource_spans
+    service = {a.key: a.value.string_value for a in resource.resource.attributes}
+    assert service["service.name"] == "support-agent"
+    by_name = {span.name: span for scope in resource.scope_spans for span in scope.spans}
+    assert set(by_name) == {"tool call", "upsert_memory"}
+    update = by_name["upsert_memory"]
+    assert update.parent_span_id == by_name["tool call"].span_id
+    values = {a.key: a.value for a in update.attributes}
+    assert values["gen_ai.operation.name"].string_value == "upsert_memory"
+    assert values["gen_ai.memory.record.id"].string_value == "t1"
+    assert values["scratchpad.revision"].int_value == 1
