@@ -171,7 +171,8 @@ def memory_span(
     operation: str, *, layer_id: str, scope_key: str, scope: str | None
 ) -> Iterator[Span | None]:
     """A span of ``operation`` around the block, a child of the current span; ``None``
-    without ``opentelemetry-api``. An exception marks it failed (:func:`failed`) and
+    without ``opentelemetry-api``, while no provider is set, or when it records nothing
+    (sampled out). An exception marks it failed (:func:`failed`) and
     propagates. For paths where a call more does not matter (a read, a reset); the write
     path uses :data:`TRACER` itself."""
     tracer = TRACER
