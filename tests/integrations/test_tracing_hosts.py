@@ -127,9 +127,9 @@ async def test_the_agents_sdk_tool_call_is_a_span_under_the_applications_span(
 async def test_the_mcp_tool_call_is_a_span_under_the_mcp_servers_span(
     spans: InMemorySpanExporter,
 ) -> None:
-    async with Client(create_server(scratchpad(), MemoryStorage())) as client:
+    async with Client(create_server(scratchpad(), MemoryStorage(), default_id="t1")) as client:
         with tracer.start_as_current_span("agent run") as run:
-            await client.call_tool("scratchpad_update", {"update": UPDATE, "thread": "t1"})
+            await client.call_tool("scratchpad_update", {"update": UPDATE})
     update = the_update(spans)
     chain = ancestors(update, spans)
     assert run.get_span_context().span_id in {s.context.span_id for s in chain if s.context}
