@@ -460,3 +460,18 @@ anyio.run(main)
         "noetic-scratchpad: error: the revert was refused (history): There is no revision 9"
     )
     assert "scratchpad/update" not in refused.stderr
+
+
+def test_main_in_process_leaves_the_callers_logging_as_it_was(tmp_path: Path) -> None:
+    """An application or a test that runs ``main()`` in its own process keeps its logging:
+    the levels and handlers the command set for itself are put back when it returns."""
+    import logging
+
+    from noetic_scratchpad.cli import main
+
+    root, package = logging.getLogger(), logging.getLogger("noetic_scratchpad")
+    before = (root.level, package.level, list(root.handlers))
+    storage = f"sqlite:///{tmp_path / 'none.db'}"
+    assert main(["--log-level", "error", "list", "--storage", storage]) == 0
+    assert main(["show", "--thread", "nope", "--storage", storage]) == 1
+    assert (root.level, package.level, list(root.handlers)) == before

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
 from ..errors import ScratchpadError, ScratchpadUpdateError
@@ -47,8 +47,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     :class:`SecretFilter`: no secret of a storage URL reaches it.
     """
     arguments = sys.argv[1:] if argv is None else list(argv)
-    with contextlib.redirect_stderr(SecretFilter(sys.stderr, invocation_secrets(arguments))):
+    with (
+        contextlib.redirect_stderr(SecretFilter(sys.stderr, invocation_secrets(arguments))),
+        _logging_restored(),
+    ):
         return run(arguments)
+
+
+@contextlib.contextmanager
+def _logging_restored() -> Iterator[None]:
+    """Put back the levels and handlers :func:`configure_logging` changes, so a caller
+    running :func:`main` in its own process (a test, an application) keeps its logging."""
+    root, package = logging.getLogger(), logging.getLogger("noetic_scratchpad")
+    levels, handlers = (root.level, package.level), list(root.handlers)
+    try:
+        yield
+    finally:
+        for added in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(added)
+        root.setLevel(levels[0])
+        package.setLevel(levels[1])
 
 
 def run(argv: Sequence[str]) -> int:
