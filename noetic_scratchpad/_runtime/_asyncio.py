@@ -32,10 +32,11 @@ T = TypeVar("T")
 running_asyncio_loop: Callable[[], asyncio.AbstractEventLoop | None] = asyncio._get_running_loop  # noqa: SLF001
 
 
-def new_event() -> Event:
-    """asyncio's event: ``anyio.Event()`` looks up the running library first, which costs
-    ten times the event itself (one is made for every storage write)."""
-    return asyncio.Event()
+#: ``new_event()``: asyncio's event, the class itself (an object that resolved this
+#: implementation makes its events without a call of ours). ``anyio.Event()`` looks up the
+#: running library first, which costs ten times the event itself (one is made for every
+#: storage write).
+new_event: Callable[[], Event] = asyncio.Event
 
 
 def start_task(

@@ -1,9 +1,9 @@
 """:class:`SqliteStorage`: the storage contract on one SQLite file.
 
 Reads run on a read-only connection, one thread hop each, and never wait for a write
-transaction (WAL). Writes are queued on a :class:`~noetic_scratchpad.locks.KeyedBatcher`
-with a single key: the writes that arrive while a transaction runs make up the next one
-(group commit), which :class:`~.writer.SqliteWriter` runs in one thread hop.
+transaction (WAL). Writes are queued on the :class:`~.writer.SqliteWriter`: the writes
+that arrive while a transaction runs make up the next one (group commit), which it runs in
+one thread hop.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import anyio
 
 from ... import _json
 from ...errors import StorageError
-from ...locks import KeyedBatcher
 from ..base import (
     CommitFn,
     JournalCommitFn,
@@ -77,10 +76,7 @@ class SqliteStorage(StorageBackend):
         self._writer = SqliteWriter(writer, options, self._sql, file)
         self._reader = reader
         self._file = file
-        self._batcher: KeyedBatcher[None, Job, Any] = KeyedBatcher(
-            self._run_batch, max_batch=options.max_batch
-        )
-        self.tasks = self._batcher.tasks
+        self.tasks = self._writer.tasks
         """Where the writes run: an object owning this backend may lend them its task
         group (``with backend.tasks.hosted_by(group):``)."""
         self._closed = False
@@ -181,22 +177,21 @@ class SqliteStorage(StorageBackend):
         return await self._submit(CommitJob(key, fn))
 
     async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
-        revision: Revision = await self._submit(CommitJob(key, fn, keep, False))
-        return revision
+        if self._closed:
+            raise self._closed_error()
+        return await self._writer.commit(key, fn, keep)
 
     async def commit_with_journal(
         self, key: str, fn: JournalCommitFn, *, keep: int, after: int
     ) -> Revision:
-        revision: Revision = await self._submit(CommitJob(key, fn, keep, False, after))
-        return revision
+        if self._closed:
+            raise self._closed_error()
+        return await self._writer.commit(key, fn, keep, after)
 
     async def _submit(self, job: Job) -> Any:
         if self._closed:
             raise self._closed_error()
-        return await self._batcher.submit(None, job)
-
-    async def _run_batch(self, _key: None, jobs: builtins.list[Job]) -> builtins.list[Any]:
-        return await self._writer.run(jobs)
+        return await self._writer.submit(job)
 
     # -- closing ----------------------------------------------------------------------------
 
@@ -206,7 +201,7 @@ class SqliteStorage(StorageBackend):
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
-            await self._batcher.wait_idle()
+            await self._writer.wait_idle()
             await self._writer.close()
             await self._reader.close()
 
