@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ._base import Event, Expired
 
-__all__ = ("Limit", "limit", "new_event", "running_asyncio_loop", "start_task", "wait_for")
+__all__ = ("Limit", "limit", "new_event", "running_asyncio_loop", "wait_for")
 
 T = TypeVar("T")
 
@@ -37,20 +37,6 @@ running_asyncio_loop: Callable[[], asyncio.AbstractEventLoop | None] = asyncio._
 #: running library first, which costs ten times the event itself (one is made for every
 #: storage write).
 new_event: Callable[[], Event] = asyncio.Event
-
-
-def start_task(
-    loop: asyncio.AbstractEventLoop,
-    tasks: set[asyncio.Task[None]],
-    fn: Callable[..., Awaitable[None]],
-    args: tuple[Any, ...],
-) -> asyncio.Task[None]:
-    """``fn(*args)`` in a task of its own, held in ``tasks`` until it ends (asyncio holds
-    tasks weakly). Arguments, not a closure: a write batch starts this way."""
-    task: asyncio.Task[None] = loop.create_task(fn(*args))  # type: ignore[arg-type]  # a coroutine
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
-    return task
 
 
 class Limit:

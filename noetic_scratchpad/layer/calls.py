@@ -122,9 +122,11 @@ class RecentCalls:
         self._max_calls = max_calls
         self._calls: OrderedDict[tuple[str, str], list[_Call]] = OrderedDict()
 
-    async def claim(self, scope: str, call_id: str, digest: bytes) -> CallClaim:
-        """The call ``call_id`` with arguments ``digest`` on ``scope``: a retry, or a call
-        for the caller to apply. Waits while the same call is in flight elsewhere."""
+    async def claim(self, scope: str, call_id: str, change: Any) -> CallClaim:
+        """The call ``call_id`` asking for ``change`` (see :func:`change_digest`) on
+        ``scope``: a retry, or a call for the caller to apply. Waits while the same call is
+        in flight elsewhere."""
+        digest = change_digest(change)
         if len(call_id) > _MAX_ID_LENGTH:
             call_id = "#" + hashlib.blake2b(call_id.encode(), digest_size=16).hexdigest()
         key = (scope, call_id)

@@ -41,7 +41,7 @@ from ..events import UpdateApplied, UpdateRejected, UpdateRetried, WriteSource
 from ..keys import Scope
 from ..storage import ScopedStorage
 from ..storage.base import Commit, Revision
-from .calls import CallClaim, RecentCalls, change_digest, recent_calls
+from .calls import CallClaim, RecentCalls, recent_calls
 from .config import STATE_KEY
 from .journal import entry_of
 from .pipeline import Rewrite, Transition, UpdatePipeline
@@ -91,6 +91,9 @@ class ScopeWriter:
         self._scope_id = scope_key if storage is None else storage.prefix
         # What other handles on the scope left (none without storage: only this one writes).
         self._latest = None if storage is None else latest_snapshots(storage.backend)
+        # The deadline of the loop this writer is made on (handles are made by the layer's
+        # hooks, on the loop that runs them), resolved once.
+        self._wait_for = _runtime.implementation().wait_for
 
     async def write(
         self,
@@ -120,7 +123,7 @@ class ScopeWriter:
             if not change and not isinstance(change, Rewrite):
                 return Written(change, base, False)
             if call_id is not None:
-                claim = await self._calls.claim(self._scope_id, call_id, change_digest(change))
+                claim = await self._calls.claim(self._scope_id, call_id, change)
                 if claim.retry:
                     self._emit_retried(source, call_id, claim)
                     applied = change.applied if isinstance(change, Rewrite) else change
@@ -139,7 +142,7 @@ class ScopeWriter:
                 attempt(Revision(base.state, base.revision))
                 revision, stored_at = None, base.revision  # its snapshots stay at the base's
             else:
-                committed = await _runtime.wait_for(
+                committed = await self._wait_for(
                     self.pipeline.config.write_timeout,
                     self.storage.commit(STATE_KEY, attempt, keep=attempt.keep),
                 )
@@ -316,10 +319,11 @@ class _Attempt:
             value, change, known=known, revision=revision + 1, cleaned=True
         )
         self.produced = result
+        snapshot = result.snapshot
         if latest is not None:
-            latest.record(self.scope, self.pipeline, result.snapshot)
+            latest.record(self.scope, self.pipeline, snapshot)
         if self.keep == 0:
-            return Commit(result.state, None, result.snapshot.encoded)
+            return Commit(snapshot.state, None, snapshot.encoded)
         entry = entry_of(
             source=self.source,
             call_id=self.call_id,
@@ -329,7 +333,7 @@ class _Attempt:
             base=result.base,
             merged=not isinstance(change, Rewrite),
         )
-        return Commit(result.state, entry, result.snapshot.encoded)
+        return Commit(snapshot.state, entry, snapshot.encoded)
 
 
 # The model's validator called directly: the same checks without ``BaseModel.__init__``'s

@@ -146,6 +146,7 @@ class Execution:
         sent_names = self._sent_names(specs)
         specs = presented_specs(specs, self.layer_tools, self.stack.core, sent_names)
         calls: list[FunctionCall] = []
+        tool_calls = ToolCalls(ctx, self.stack.core, self.layer_tools, specs, tools, sent_names)
         for step in range(1, self.limit + 1):
             response = await self._ask(step, specs, states, query, conversation)
             conversation.extend(response.items)
@@ -154,9 +155,7 @@ class Execution:
             await self.stack.store(ctx, states, response)
             if not calls:
                 return self._result(response, conversation, step, states)
-            tool_calls = ToolCalls(ctx, self.stack.core, self.layer_tools, specs, tools, sent_names)
-            for call in calls:
-                conversation.append(await tool_calls.run(call))
+            conversation.extend(await tool_calls.run(calls))
             await self.stack.refresh(ctx, states)
         raise self._limit_reached(calls)
 

@@ -93,7 +93,7 @@ def agent_toolset(
 
 
 class ToolCalls:
-    """Executes the tool calls of one model response, in order.
+    """Executes the tool calls of a run's model responses, each response's in order.
 
     A call id met again: the layers' tools tell a retry from a new call themselves (see
     :mod:`noetic_scratchpad.layer.calls`); for the agent's tools, a call repeated in the
@@ -126,7 +126,13 @@ class ToolCalls:
         # The agent tools' calls run so far in this response: id -> (arguments, output).
         self._ran: dict[str, tuple[Any, FunctionCallOutput]] = {}
 
-    async def run(self, call: FunctionCall) -> FunctionCallOutput:
+    async def run(self, calls: Sequence[FunctionCall]) -> list[FunctionCallOutput]:
+        """Execute the ``calls`` of one response, in order; their outputs, or the error
+        outputs the model reads."""
+        self._ran.clear()
+        return [await self._one(call) for call in calls]
+
+    async def _one(self, call: FunctionCall) -> FunctionCallOutput:
         """Execute ``call``; its output, or the error output the model reads."""
         if call.name in self._layer_tools:
             return await self._run(call)

@@ -1,8 +1,9 @@
 """``sqlite:///path.db``: an embedded store on aiosqlite, safe for several processes per file.
 
 Writes go through one writer per process: its queue turns every write that arrives while
-a transaction runs into the next transaction (group commit), and each transaction is one function run in the connection's
-thread, so an update costs one thread hop however many statements it needs. Each
+a transaction runs into the next transaction (group commit), and each transaction is one
+function run in the connection's thread, so an update costs one thread hop however many
+statements it needs. Each
 transaction starts with ``BEGIN IMMEDIATE``, which takes SQLite's write lock before it
 reads, so writers in other processes sharing the file are serialized by SQLite itself.
 Reads run on a second, read-only connection and never wait for a write transaction (WAL).
