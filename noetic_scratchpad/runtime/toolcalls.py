@@ -96,7 +96,7 @@ class ToolCalls:
     """Executes the tool calls of a run's model responses, each response's in order.
 
     A call id met again: the layers' tools tell a retry from a new call themselves (see
-    :mod:`noetic_scratchpad.layer.calls`); for the agent's tools, a call repeated in the
+    :mod:`noetic_scratchpad.layer.writer`); for the agent's tools, a call repeated in the
     response with the same arguments is not run again and gets the first output, and with
     other arguments it is a new call and runs.
 
