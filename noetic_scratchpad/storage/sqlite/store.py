@@ -1,9 +1,9 @@
 """:class:`SqliteStorage`: the storage contract on one SQLite file.
 
 Reads run on a read-only connection, one thread hop each, and never wait for a write
-transaction (WAL). Writes are queued on the :class:`~.writer.SqliteWriter`: the writes
-that arrive while a transaction runs make up the next one (group commit), which it runs in
-one thread hop.
+transaction (WAL). Writes (:class:`~.writer.SqliteWrites`) are queued on the
+:class:`~.writer.SqliteWriter`: the writes that arrive while a transaction runs make up
+the next one (group commit), which it runs in one thread hop.
 """
 
 from __future__ import annotations
@@ -18,18 +18,14 @@ from typing import Any, TypeVar
 import aiosqlite
 import anyio
 
-from ... import _json
 from ...errors import StorageError
 from ..base import (
-    CommitFn,
-    JournalCommitFn,
     JournalRow,
     JournalView,
     JsonValue,
     KeyInfo,
     Revision,
     StorageBackend,
-    UpdateFn,
     journal_limit,
 )
 from .connection import (
@@ -42,7 +38,7 @@ from .connection import (
 from .file import OpenedFile
 from .options import SqliteOptions, check_path, parse_sqlite_url
 from .table import TableSql, decode_journal, decode_row
-from .writer import CommitJob, DeleteJob, Job, SetJob, SqliteWriter
+from .writer import SqliteWriter, SqliteWrites
 
 __all__ = ("SqliteStorage",)
 
@@ -52,13 +48,14 @@ _T = TypeVar("_T")
 _GET_MANY_CHUNK = 500
 
 
-class SqliteStorage(StorageBackend):
+class SqliteStorage(SqliteWrites, StorageBackend):
     """A :class:`StorageBackend` on one SQLite file in WAL mode.
 
     Open it with ``await SqliteStorage.open("sqlite:///scratchpad.db")`` (or
     ``open_storage``). Values are stored as JSON text in one table,
     ``(key TEXT PRIMARY KEY, value TEXT, updated_at REAL, revision INTEGER)``, and journal
-    entries in ``{table}_journal``; both are created on first open.
+    entries in ``{table}_journal``; both are created on first open. Its writes are
+    :class:`~.writer.SqliteWrites`'s methods.
     """
 
     url = "sqlite://"
@@ -157,42 +154,6 @@ class SqliteStorage(StorageBackend):
                 "is intact and readable"
             ) from exc
 
-    # -- writes: one writer per process, group commit --------------------------------------
-
-    async def set(self, key: str, value: JsonValue) -> None:
-        text = _json.dumps(value).decode()  # ValueError here: nothing is queued
-        await self._submit(SetJob(key, text))
-
-    async def delete(self, key: str) -> None:
-        await self._submit(DeleteJob(key))
-
-    async def purge_deleted(self, prefix: str) -> int:
-        """Forget the retired revisions (and stray journal rows) of the deleted keys under
-        ``prefix``; see :mod:`..purge`. The writer's thread runs it between batches."""
-        if self._closed:
-            raise self._closed_error()
-        return await self._writer.purge_deleted(prefix)
-
-    async def update(self, key: str, fn: UpdateFn) -> JsonValue:
-        return await self._submit(CommitJob(key, fn))
-
-    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
-        if self._closed:
-            raise self._closed_error()
-        return await self._writer.commit(key, fn, keep)
-
-    async def commit_with_journal(
-        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
-    ) -> Revision:
-        if self._closed:
-            raise self._closed_error()
-        return await self._writer.commit(key, fn, keep, after)
-
-    async def _submit(self, job: Job) -> Any:
-        if self._closed:
-            raise self._closed_error()
-        return await self._writer.submit(job)
-
     # -- closing ----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
@@ -204,11 +165,6 @@ class SqliteStorage(StorageBackend):
             await self._writer.wait_idle()
             await self._writer.close()
             await self._reader.close()
-
-    def _closed_error(self) -> StorageError:
-        return StorageError(
-            f"the SQLite storage {self.path} is closed; open it again with open_storage()"
-        )
 
 
 def _read_view(

@@ -53,7 +53,7 @@ from ... import _json, _runtime
 from ..._runtime import Event, TaskOwner
 from ...errors import StorageBusyError, StorageError
 from ...locks import WorkAbandoned
-from ..base import JournalRow, Revision
+from ..base import CommitFn, JournalCommitFn, JournalRow, JsonValue, Revision, UpdateFn
 from .connection import (
     SQLITE_BUSY,
     error_code,
@@ -65,7 +65,16 @@ from .file import OpenedFile
 from .options import SqliteOptions
 from .table import TableSql, decode_journal, decode_row
 
-__all__ = ("Batch", "CommitJob", "DeleteJob", "Job", "KeyState", "SetJob", "SqliteWriter")
+__all__ = (
+    "Batch",
+    "CommitJob",
+    "DeleteJob",
+    "Job",
+    "KeyState",
+    "SetJob",
+    "SqliteWriter",
+    "SqliteWrites",
+)
 
 _T = TypeVar("_T")
 
@@ -267,14 +276,6 @@ class SqliteWriter:
         return int(self._working)
 
     # -- on the event loop ---------------------------------------------------------------------
-
-    async def commit(
-        self, key: str, fn: Callable[..., Any], keep: int, after: int | None = None
-    ) -> Revision:
-        """Queue a ``commit`` (``after``: a ``commit_with_journal``) of ``key``, see
-        :class:`CommitJob`; the new :class:`Revision` once its transaction has committed."""
-        revision: Revision = await self.submit(CommitJob(key, fn, keep, False, after))
-        return revision
 
     async def submit(self, job: Job) -> Any:
         """Run ``job`` in a transaction after those queued before it; its outcome (a
@@ -603,6 +604,57 @@ class SqliteWriter:
         )
         error.__cause__ = exc
         return error
+
+
+class SqliteWrites:
+    """The storage contract's writes of :class:`~.store.SqliteStorage`, each queued on its
+    :class:`SqliteWriter`: defined here, beside the queue and the transaction that serve
+    them, so that a write goes from the contract to its transaction within this module."""
+
+    path: str
+    _writer: SqliteWriter
+    _closed: bool
+
+    async def set(self, key: str, value: JsonValue) -> None:
+        text = _json.dumps(value).decode()  # ValueError here: nothing is queued
+        await self._submit(SetJob(key, text))
+
+    async def delete(self, key: str) -> None:
+        await self._submit(DeleteJob(key))
+
+    async def purge_deleted(self, prefix: str) -> int:
+        """Forget the retired revisions (and stray journal rows) of the deleted keys under
+        ``prefix``; see :mod:`..purge`. The writer's thread runs it between batches."""
+        if self._closed:
+            raise self._closed_error()
+        return await self._writer.purge_deleted(prefix)
+
+    async def update(self, key: str, fn: UpdateFn) -> JsonValue:
+        return await self._submit(CommitJob(key, fn))
+
+    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
+        if self._closed:
+            raise self._closed_error()
+        revision: Revision = await self._writer.submit(CommitJob(key, fn, keep, False))
+        return revision
+
+    async def commit_with_journal(
+        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
+    ) -> Revision:
+        if self._closed:
+            raise self._closed_error()
+        revision: Revision = await self._writer.submit(CommitJob(key, fn, keep, False, after))
+        return revision
+
+    async def _submit(self, job: Job) -> Any:
+        if self._closed:
+            raise self._closed_error()
+        return await self._writer.submit(job)
+
+    def _closed_error(self) -> StorageError:
+        return StorageError(
+            f"the SQLite storage {self.path} is closed; open it again with open_storage()"
+        )
 
 
 def _abandoned() -> WorkAbandoned:
