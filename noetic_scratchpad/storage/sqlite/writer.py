@@ -258,8 +258,9 @@ class SqliteWriter:
         self.conn = raw_connection(connection)
         self.options = options
         self._sql = sql
-        # key -> (value, revision) of rows this writer committed lately. Each entry was the
-        # stored row when this writer's last transaction committed; see _forget_if_stale.
+        # key -> the Revision (value and revision) of rows this writer committed lately, as
+        # their commits returned them. Each entry was the stored row when this writer's last
+        # transaction committed; see _forget_if_stale.
         self._recent: OrderedDict[str, Revision] = OrderedDict()
         self._data_version: int | None = None
         # The queue: jobs not yet taken by the worker, which runs while ``_working``.
