@@ -415,12 +415,14 @@ async def open_scope(
 
 
 def batcher_entries(backend: Any) -> int | None:
-    """Keys in the backend's per-key lock registry (its ``KeyedBatcher``), or ``None``."""
+    """Keys in the backend's per-key lock registry (its ``KeyedBatcher``; SQLite's writer:
+    1 while it works), or ``None``."""
     from noetic_scratchpad.locks import KeyedBatcher
+    from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 
     found = None
     for value in vars(backend).values():
-        if isinstance(value, KeyedBatcher):
+        if isinstance(value, KeyedBatcher | SqliteWriter):
             found = (found or 0) + len(value)
     return found
 

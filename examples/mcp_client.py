@@ -6,8 +6,9 @@
 This starts ``noetic-scratchpad mcp`` as a subprocess on stdio (as an MCP client config
 does), lists its tools, writes notes, sends an update the schema refuses (the error text
 is what the model reads), reads the notes back as a tool and as a resource, and checks that
-a second thread has a scratchpad of its own. No model and no network: the calls a model
-would make are written out below.
+a call naming another thread is refused: the server keeps the one thread it was started
+for (``--thread``, else ``default``). No model and no network: the calls a model would
+make are written out below.
 """
 
 from __future__ import annotations
@@ -67,10 +68,14 @@ async def main() -> None:
                 ("scratchpad_update", {"update": {"blockers": "no staging logs"}}),  # not a list
                 ("scratchpad_update", {"update": {"blockers": ["no staging logs"]}}),
                 ("scratchpad_read", {}),
+                # Refused: the thread is the server's to choose, not the model's.
                 ("scratchpad_update", {"update": {"currentGoal": "Other task"}, "thread": "t2"}),
             ]
+            results = []
             for name, arguments in calls:
-                show(f"{name} {json.dumps(arguments)}", await client.call_tool(name, arguments))
+                results.append(result := await client.call_tool(name, arguments))
+                show(f"{name} {json.dumps(arguments)}", result)
+            assert results[-1].is_error, "a pinned server refuses another thread"
 
             resource = await client.read_resource("scratchpad://thread/default")
             content = resource.contents[0]
@@ -78,9 +83,7 @@ async def main() -> None:
             print(f"resource {content.uri} ({content.mime_type}):\n{content.text}")
             state = json.loads(content.text)
             assert state["blockers"] == ["no staging logs"], state
-            other = await client.read_resource("scratchpad://thread/t2")
-            assert isinstance(other.contents[0], TextResourceContents)
-            assert json.loads(other.contents[0].text) == {"currentGoal": "Other task"}
+            assert state["currentGoal"] == "Fix the login bug", state
 
 
 if __name__ == "__main__":

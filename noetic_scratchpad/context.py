@@ -30,7 +30,7 @@ class ExecutionContext:
     context: dict[str, Any] = field(default_factory=dict)
     #: Ids of the calls in the response at hand that the runtime's tool path runs itself;
     #: the store hook leaves them to it. (A call repeated under its id is told apart from
-    #: a new call by the layer itself: see ``noetic_scratchpad.layer.calls``.)
+    #: a new call by the layer itself: see ``noetic_scratchpad.layer.writer``.)
     handled_call_ids: set[str] = field(default_factory=set)
     parent: ExecutionContext | None = None
 

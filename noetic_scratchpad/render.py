@@ -12,6 +12,10 @@ Two escapes keep the body inside its block and on the lines it seems to be on:
   back as the same state. A text state is shown the same way: the escape, not a newline,
   so the hidden character becomes visible, and the text keeps the lines it has.
 
+A named block opens with ``<scratchpad name="profile">`` and closes as every block does, so
+the same escape keeps its body inside it; the name is a letter, then letters, digits or
+``_`` (checked here too), so it cannot carry a quote or a bracket into the tag.
+
 Everything else in the body is ``json.dumps(state, indent=2, ensure_ascii=False)`` exactly,
 or the text itself.
 """
@@ -40,6 +44,7 @@ __all__ = (
     "estimate_tokens",
     "hidden_text",
     "may_be_cut",
+    "open_tag",
     "render_block",
     "render_view",
     "shown_in_part",
@@ -51,6 +56,20 @@ CLOSE_TAG = "</scratchpad>"
 Tokenizer = Callable[[str], int]
 """A token counter: ``count_tokens(text)`` is the number of tokens ``text`` takes for the
 model (tiktoken's ``lambda text: len(encoding.encode(text))``, or a provider's counter)."""
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def open_tag(name: str | None = None) -> str:
+    """The tag that opens the block: ``<scratchpad>``, or for a named scratchpad
+    ``<scratchpad name="profile">``; ``ValueError`` for a name that is not a letter, then
+    letters, digits or ``_``."""
+    if name is None:
+        return OPEN_TAG
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"a block name is a letter, then letters, digits or '_', not {name!r}")
+    return f'<scratchpad name="{name}">'
+
 
 # Matches a closing tag in any letter case; "<\/" keeps the body valid JSON ("\/" is "/").
 _CLOSING = re.compile(r"</(scratchpad)", re.IGNORECASE)
@@ -152,9 +171,9 @@ def render_body(state: str | Mapping[str, Any], *, has_floats: bool | None = Non
     return _CLOSING.sub(r"<\\/\1", body) if "<" in body else body
 
 
-def render_block(state: str | Mapping[str, Any]) -> str:
-    """The whole block for ``state``, uncut."""
-    return f"{OPEN_TAG}\n{render_body(state)}\n{CLOSE_TAG}"
+def render_block(state: str | Mapping[str, Any], *, name: str | None = None) -> str:
+    """The whole block for ``state``, uncut (``name``: a named block's)."""
+    return f"{open_tag(name)}\n{render_body(state)}\n{CLOSE_TAG}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,8 +238,10 @@ def render_view(
     *,
     has_floats: bool | None = None,
     advice: str = "",
+    name: str | None = None,
 ) -> RenderedView:
-    """Render ``state`` in at most ``budget`` tokens, as ``tokenize`` counts them.
+    """Render ``state`` in at most ``budget`` tokens, as ``tokenize`` counts them
+    (``name``: a named block's, opened by ``<scratchpad name="...">``).
 
     When the whole block is too big, its long lists and texts (those reached through
     object keys, see :class:`Cut`) are shortened first: a list keeps its first and its
@@ -235,15 +256,16 @@ def render_view(
     """
     if tokenize is not estimate_tokens:
         tokenize = _checked(tokenize)
+    opening = open_tag(name)
     body = render_body(state, has_floats=has_floats)
-    full = f"{OPEN_TAG}\n{body}\n{CLOSE_TAG}"
+    full = f"{opening}\n{body}\n{CLOSE_TAG}"
     total = tokenize(full)
     if total <= budget:
         return RenderedView(full, total, total, 0, body, len(body))
-    shortened = _Shortening(state, budget, tokenize, total, has_floats, advice).run()
+    shortened = _Shortening(state, budget, tokenize, total, has_floats, advice, opening).run()
     if shortened is not None:
         return shortened
-    return _cut_as_text(body, budget, tokenize, total)
+    return _cut_as_text(body, budget, tokenize, total, opening)
 
 
 def shown_in_part(
@@ -380,8 +402,10 @@ class _Shortening:
         total: int,
         has_floats: bool | None,
         advice: str,
+        opening: str,
     ) -> None:
         self.state = state
+        self.opening = opening
         self.budget = budget
         self.tokenize = tokenize
         self.total = total
@@ -425,9 +449,9 @@ class _Shortening:
                 cuts.append(Cut(path, self.kinds[path], length, *_split(self.kinds[path], count)))
         shown = tuple(cuts)
         body = render_body(_apply_cuts(self.state, shown), has_floats=self.has_floats)
-        omitted = max(1, self.total - self.tokenize(f"{OPEN_TAG}\n{body}\n{CLOSE_TAG}"))
+        omitted = max(1, self.total - self.tokenize(f"{self.opening}\n{body}\n{CLOSE_TAG}"))
         notice = _notice(omitted, self.total, shown, self.advice)
-        text = f"{OPEN_TAG}\n{body}\n{notice}\n{CLOSE_TAG}"
+        text = f"{self.opening}\n{body}\n{notice}\n{CLOSE_TAG}"
         return RenderedView(text, self.tokenize(text), self.total, omitted, body, len(body), shown)
 
 
@@ -435,7 +459,9 @@ def _sized(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _cut_as_text(body: str, budget: int, tokenize: Tokenizer, total: int) -> RenderedView:
+def _cut_as_text(
+    body: str, budget: int, tokenize: Tokenizer, total: int, opening: str
+) -> RenderedView:
     """The body cut as text, at a line end where possible, under a notice saying about how
     many tokens were left out: when no shortened view fits."""
 
@@ -444,7 +470,7 @@ def _cut_as_text(body: str, budget: int, tokenize: Tokenizer, total: int) -> Ren
             f"[scratchpad view truncated: about {omitted} of {total} tokens left out; "
             "the full state is kept]"
         )
-        return f"{OPEN_TAG}\n{body[:length]}\n{notice}\n{CLOSE_TAG}"
+        return f"{opening}\n{body[:length]}\n{notice}\n{CLOSE_TAG}"
 
     # Binary search for the longest prefix that fits; the notice is sized with ``total``,
     # which has at least as many digits as the final count.
@@ -459,7 +485,7 @@ def _cut_as_text(body: str, budget: int, tokenize: Tokenizer, total: int) -> Ren
     while length >= 0:
         line_end = body.rfind("\n", 0, length)
         cut = line_end if line_end > 0 else length
-        omitted = max(1, total - tokenize(f"{OPEN_TAG}\n{body[:cut]}\n{CLOSE_TAG}"))
+        omitted = max(1, total - tokenize(f"{opening}\n{body[:cut]}\n{CLOSE_TAG}"))
         text = cut_block(cut, omitted)
         tokens = tokenize(text)
         if tokens <= budget:

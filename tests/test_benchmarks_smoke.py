@@ -108,3 +108,5 @@ def test_the_hop_count_follows_one_tool_call_from_the_parse_to_its_event() -> No
     assert lines[-3].endswith("noetic_scratchpad.events.bus.emit")  # the event comes last
     assert lines[-2].endswith(" modules")
     assert int(lines[-2].split()[0]) == len(lines) - 2
+    # Issue 24: at most half of the 59 hops the issue counted before the redesign.
+    assert int(lines[-2].split()[0]) <= 29, result.stdout

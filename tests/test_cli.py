@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_python
+
+from noetic_scratchpad.cli.common import EMPTY_STORE_HINT
 
 pytestmark = pytest.mark.slow
 
@@ -74,14 +77,14 @@ def test_show_list_and_reset_after_the_demo(tmp_path: Path) -> None:
     listed = cli("list", "--json", "--storage", url, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     (row,) = json.loads(listed.stdout)
-    assert row["scope_key"] == "t-1"
-    assert row["scope"] == "thread"
-    assert row["layer_id"] == "scratchpad"
+    assert set(row) == {"kind", "id", "layer", "revision", "size", "updated_at"}  # as the API's
+    assert (row["kind"], row["id"], row["layer"]) == ("thread", "t-1", "scratchpad")
+    assert row["revision"] == 3  # the demo's three updates
     assert row["size"] == len(json.dumps(FINAL_STATE, separators=(",", ":")))
-    assert row["updated_at"].endswith("Z")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", row["updated_at"])
     table = cli("list", "--storage", url, cwd=tmp_path).stdout.splitlines()
-    assert table[0].split() == ["SCOPE", "ID", "SIZE", "LAST", "WRITE", "(UTC)"]
-    assert table[1].split()[:4] == ["thread", "t-1", str(row["size"]), "B"]
+    assert table[0].split() == ["KIND", "ID", "REVISION", "SIZE", "LAST", "WRITE"]
+    assert table[1].split() == ["thread", "t-1", "3", str(row["size"]), "B", row["updated_at"]]
     assert table[-1] == f"1 scope(s) in {url}"
 
     reset = cli("reset", "--thread", "t-1", "--yes", "--storage", url, cwd=tmp_path)
@@ -101,8 +104,9 @@ def test_reset_asks_and_refuses_without_a_terminal(tmp_path: Path) -> None:
     refused = cli("reset", "--all", cwd=tmp_path, stdin="y\n")
     assert refused.returncode == 1
     assert refused.stderr == (
-        "noetic-scratchpad: error: refusing to delete without confirmation: stdin is not a "
-        "terminal; pass --yes\n"
+        "noetic-scratchpad: error: this would delete every scratchpad (all threads and "
+        "resources) in sqlite:///scratchpad.db (1 key(s)); stdin is not a terminal to ask "
+        "for confirmation, so nothing was deleted: pass --yes to confirm\n"
     )
     assert json.loads(cli("show", "--thread", "demo", "--json", cwd=tmp_path).stdout) == FINAL_STATE
     done = cli("reset", "--all", "-y", cwd=tmp_path)
@@ -111,22 +115,30 @@ def test_reset_asks_and_refuses_without_a_terminal(tmp_path: Path) -> None:
 
 
 def test_inspecting_a_missing_database_creates_nothing(tmp_path: Path) -> None:
-    """``list`` on a database that does not exist says so and creates no file; ``show``
-    fails with a hint; ``reset`` has nothing to do."""
+    """``list`` on a database that does not exist says where it looked, why it may be empty
+    and how to share one file with an app, and creates no file; ``show`` and ``history``
+    fail the same way, with the same words; ``reset`` has nothing to do."""
     listed = cli("list", cwd=tmp_path)
     assert listed.returncode == 0
-    assert listed.stdout == "No scratchpad is stored in sqlite:///scratchpad.db.\n"
-    shown = cli("show", "--thread", "x", cwd=tmp_path)
-    assert shown.returncode == 1
-    assert "no database at scratchpad.db" in shown.stderr
+    looked = (
+        f"no scratchpad is stored in sqlite:///scratchpad.db: the file "
+        f"{tmp_path / 'scratchpad.db'} does not exist yet"
+    )
+    assert listed.stdout == f"{looked[0].upper()}{looked[1:]}.\n{EMPTY_STORE_HINT}.\n"
+    assert "memory://" in EMPTY_STORE_HINT
+    assert "NOETIC_SCRATCHPAD_STORAGE" in EMPTY_STORE_HINT
+    for command in ("show", "history"):
+        shown = cli(command, "--thread", "x", cwd=tmp_path)
+        assert shown.returncode == 1
+        assert shown.stderr == f"noetic-scratchpad: error: {looked}; {EMPTY_STORE_HINT}\n"
     reset = cli("reset", "--all", "--yes", cwd=tmp_path)
     assert reset.returncode == 0
     assert not (tmp_path / "scratchpad.db").exists()
 
 
 def test_usage_errors_exit_2_and_runtime_errors_exit_1(tmp_path: Path) -> None:
-    """A missing command or option is a usage error (2); a bad storage URL is a runtime
-    error (1) with one line on stderr and no traceback."""
+    """A missing command or option is a usage error (2), and so is a storage URL that
+    cannot work: the usage and one line on stderr, no traceback."""
     missing = cli(cwd=tmp_path)
     assert missing.returncode == 2
     assert "the following arguments are required: COMMAND" in missing.stderr
@@ -134,12 +146,14 @@ def test_usage_errors_exit_2_and_runtime_errors_exit_1(tmp_path: Path) -> None:
     assert no_scope.returncode == 2
     assert "one of the arguments --thread --resource is required" in no_scope.stderr
     memory = cli("list", "--storage", "memory://", cwd=tmp_path)
-    assert memory.returncode == 1
+    assert memory.returncode == 2
     assert "keeps data only inside the process that wrote it" in memory.stderr
     bad = cli("show", "--thread", "t", "--storage", "bogus://x", cwd=tmp_path)
-    assert bad.returncode == 1
-    assert bad.stderr.startswith("noetic-scratchpad: error: unknown storage scheme 'bogus'")
-    assert bad.stderr.count("\n") == 1
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("usage: noetic-scratchpad show ")
+    assert bad.stderr.splitlines()[-1].startswith(
+        "noetic-scratchpad show: error: --storage: unknown storage scheme 'bogus'"
+    )
     assert "Traceback" not in bad.stderr
 
 
@@ -248,7 +262,7 @@ anyio.run(main)
     reset = cli("reset", "--thread", "a", "--yes", "--storage", url, cwd=tmp_path)
     assert reset.stdout == "Deleted the scratchpad of thread 'a' (1 key(s)).\n"
     after = json.loads(cli("list", "--json", "--storage", url, cwd=tmp_path).stdout)
-    assert sorted((row["scope"], row["scope_key"]) for row in after) == [
+    assert sorted((row["kind"], row["id"]) for row in after) == [
         ("resource", "a"),
         ("resource", "a/b"),
         ("resource", "a/x/y"),
@@ -267,7 +281,7 @@ def test_migrate_moves_a_database_of_the_first_release(tmp_path: Path) -> None:
     shutil.copy(Path(__file__).parent / "data" / "legacy-0.1.0.db", db)
     url = f"sqlite:///{db}"
     listed = json.loads(cli("list", "--json", "--storage", url, cwd=tmp_path).stdout)
-    assert sorted((row["scope"], row["scope_key"]) for row in listed) == [
+    assert sorted((row["kind"], row["id"]) for row in listed) == [
         ("legacy", "a/b"),
         ("legacy", "t1"),
         ("legacy", "u42"),
@@ -284,7 +298,7 @@ def test_migrate_moves_a_database_of_the_first_release(tmp_path: Path) -> None:
         shown = cli("show", "--thread", scope_id, "--json", "--storage", url, cwd=tmp_path)
         assert json.loads(shown.stdout) == {"goal": goal}
     listed = json.loads(cli("list", "--json", "--storage", url, cwd=tmp_path).stdout)
-    assert {row["scope"] for row in listed} == {"thread"}
+    assert {row["kind"] for row in listed} == {"thread"}
     again = cli("migrate", "--yes", "--storage", url, cwd=tmp_path)
     assert again.stdout.startswith("Nothing to migrate")
 
@@ -310,10 +324,10 @@ def test_migrate_as_resource_keeps_a_newer_state(tmp_path: Path) -> None:
 
 
 def test_an_unusable_scope_id_is_a_usage_error(tmp_path: Path) -> None:
-    """An id longer than the limit is refused with a message, exit code 1."""
+    """An id longer than the limit is refused with a message, exit code 2."""
     url = f"sqlite:///{tmp_path / 'pad.db'}"
     refused = cli("reset", "--thread", "x" * 600, "--yes", "--storage", url, cwd=tmp_path)
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "over the limit of 512" in refused.stderr
 
 
@@ -405,19 +419,19 @@ def test_a_sqlite_path_too_long_is_a_configuration_error(
     tmp_path: Path, command: list[str]
 ) -> None:
     """Every command refuses a path the system refuses, as it refuses any bad storage URL:
-    exit code 1, one readable line saying what to do; nothing is created."""
+    a usage error (exit code 2), one readable line saying what to do; nothing is created."""
     url = "sqlite:///" + "a" * 5000 + ".db"
 
     result = cli(*command, "--storage", url, cwd=tmp_path)
 
-    assert result.returncode == 1, result.stderr
-    assert result.stderr.startswith("noetic-scratchpad: error: cannot open the SQLite database")
-    assert f"too long ({len(str(tmp_path)) + 5004:,} characters, its longest name 5,003)" in (
-        result.stderr
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.splitlines()[-1]
+    assert line.startswith(
+        f"noetic-scratchpad {command[0]}: error: --storage: cannot open the SQLite database"
     )
+    assert f"too long ({len(str(tmp_path)) + 5004:,} characters, its longest name 5,003)" in line
     assert result.stderr.endswith("; choose a shorter path\n")
-    assert result.stderr.count("\n") == 1
-    assert len(result.stderr) < 400
+    assert len(line) < 400
     assert os.listdir(tmp_path) == []
 
 
@@ -441,8 +455,23 @@ anyio.run(main)
     assert written.returncode == 0, written.stderr
     refused = cli("revert", "--thread", "t1", "--to", "9", "--yes", "--storage", url, cwd=tmp_path)
     assert refused.returncode == 1
-    last = refused.stderr.splitlines()[-1]  # after the UpdateRejected event's log line
-    assert last.startswith(
+    (line,) = refused.stderr.splitlines()  # no log line of the UpdateRejected event besides
+    assert line.startswith(
         "noetic-scratchpad: error: the revert was refused (history): There is no revision 9"
     )
     assert "scratchpad/update" not in refused.stderr
+
+
+def test_main_in_process_leaves_the_callers_logging_as_it_was(tmp_path: Path) -> None:
+    """An application or a test that runs ``main()`` in its own process keeps its logging:
+    the levels and handlers the command set for itself are put back when it returns."""
+    import logging
+
+    from noetic_scratchpad.cli import main
+
+    root, package = logging.getLogger(), logging.getLogger("noetic_scratchpad")
+    before = (root.level, package.level, list(root.handlers))
+    storage = f"sqlite:///{tmp_path / 'none.db'}"
+    assert main(["--log-level", "error", "list", "--storage", storage]) == 0
+    assert main(["show", "--thread", "nope", "--storage", storage]) == 1
+    assert (root.level, package.level, list(root.handlers)) == before

@@ -122,12 +122,26 @@ def start_background(
     asyncio task."""
     loop = running_asyncio_loop()
     if loop is not None:
-        return True, _asyncio.start_task(loop, set() if tasks is None else tasks, fn, ())
+        return True, _start_task(loop, set() if tasks is None else tasks, fn, ())
     trio = sys.modules.get("trio")  # never imported here: it is an optional dependency
     if trio is None or not trio.lowlevel.in_trio_run():
         return False, None
     trio.lowlevel.spawn_system_task(fn)
     return True, None
+
+
+def _start_task(
+    loop: asyncio.AbstractEventLoop,
+    tasks: set[asyncio.Task[None]],
+    fn: Callable[..., Awaitable[None]],
+    args: tuple[Any, ...],
+) -> asyncio.Task[None]:
+    """``fn(*args)`` in an asyncio task of its own, held in ``tasks`` until it ends (asyncio
+    holds tasks weakly). Arguments, not a closure: a write batch starts this way."""
+    task: asyncio.Task[None] = loop.create_task(fn(*args))  # type: ignore[arg-type]  # a coroutine
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+    return task
 
 
 class TaskOwner:
@@ -169,7 +183,7 @@ class TaskOwner:
             return True
         loop = running_asyncio_loop()
         if loop is not None and FAST_PATH:
-            _asyncio.start_task(loop, self._tasks, fn, args)
+            _start_task(loop, self._tasks, fn, args)
             return True
         if not self._pending and not start_background(self._host, self._hosts)[0]:
             return False

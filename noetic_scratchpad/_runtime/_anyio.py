@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
@@ -15,8 +15,8 @@ __all__ = ("new_event", "wait_for")
 T = TypeVar("T")
 
 
-def new_event() -> Event:
-    return anyio.Event()
+#: ``new_event()``: anyio's event, the class itself, as :mod:`._asyncio`'s.
+new_event: Callable[[], Event] = anyio.Event
 
 
 async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ._base import Event, Expired
 
-__all__ = ("Limit", "limit", "new_event", "running_asyncio_loop", "start_task", "wait_for")
+__all__ = ("Limit", "limit", "new_event", "running_asyncio_loop", "wait_for")
 
 T = TypeVar("T")
 
@@ -32,24 +32,11 @@ T = TypeVar("T")
 running_asyncio_loop: Callable[[], asyncio.AbstractEventLoop | None] = asyncio._get_running_loop  # noqa: SLF001
 
 
-def new_event() -> Event:
-    """asyncio's event: ``anyio.Event()`` looks up the running library first, which costs
-    ten times the event itself (one is made for every storage write)."""
-    return asyncio.Event()
-
-
-def start_task(
-    loop: asyncio.AbstractEventLoop,
-    tasks: set[asyncio.Task[None]],
-    fn: Callable[..., Awaitable[None]],
-    args: tuple[Any, ...],
-) -> asyncio.Task[None]:
-    """``fn(*args)`` in a task of its own, held in ``tasks`` until it ends (asyncio holds
-    tasks weakly). Arguments, not a closure: a write batch starts this way."""
-    task: asyncio.Task[None] = loop.create_task(fn(*args))  # type: ignore[arg-type]  # a coroutine
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
-    return task
+#: ``new_event()``: asyncio's event, the class itself (an object that resolved this
+#: implementation makes its events without a call of ours). ``anyio.Event()`` looks up the
+#: running library first, which costs ten times the event itself (one is made for every
+#: storage write).
+new_event: Callable[[], Event] = asyncio.Event
 
 
 class Limit:

@@ -16,20 +16,25 @@ from .openai import (
     responses_input,
     responses_tools,
 )
+from .tools import PROVIDERS, Provider, default_tool_names, tool_definitions
 
 __all__ = (
+    "PROVIDERS",
     "PROVIDER_NAME",
     "AnthropicModel",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
+    "Provider",
     "ToolNameMap",
     "anthropic_messages",
     "anthropic_tools",
     "chat_messages",
     "chat_tools",
+    "default_tool_names",
     "parse_chat_completion",
     "parse_message",
     "parse_response",
     "responses_input",
     "responses_tools",
+    "tool_definitions",
 )

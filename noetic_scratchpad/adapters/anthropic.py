@@ -17,7 +17,7 @@ from typing import Any
 from .. import _json
 from ..items import FunctionCall, Item, LLMResponse, Message
 from ..runtime.model import ModelRequest, ToolSpec
-from ._common import as_dict, usage_dict
+from ._common import read_response
 from .names import ToolNameMap
 
 __all__ = ("AnthropicModel", "anthropic_messages", "anthropic_tools", "parse_message")
@@ -92,7 +92,7 @@ def anthropic_messages(
 
 def parse_message(message: Any, names: ToolNameMap) -> LLMResponse:
     """An ``anthropic.types.Message`` (or its dict) as an ``LLMResponse``."""
-    data = as_dict(message)
+    data, usage = read_response(message)
     items: list[Item] = []
     for block in data.get("content") or []:
         kind = block.get("type")
@@ -106,7 +106,7 @@ def parse_message(message: Any, names: ToolNameMap) -> LLMResponse:
                     arguments=_json.dumps(block.get("input") or {}).decode(),
                 )
             )
-    return LLMResponse(items=items, usage=usage_dict(data))
+    return LLMResponse(items=items, usage=usage)
 
 
 class AnthropicModel:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..items import FunctionCall, FunctionCallOutput, Item, LLMResponse, Message
 from ..runtime.model import ModelRequest, ToolSpec
-from ._common import as_dict, usage_dict
+from ._common import read_response
 from .names import ToolNameMap
 
 __all__ = (
@@ -81,7 +81,7 @@ def responses_input(items: Sequence[Item], names: ToolNameMap) -> list[dict[str,
 
 def parse_response(response: Any, names: ToolNameMap) -> LLMResponse:
     """An ``openai.types.responses.Response`` (or its dict) as an ``LLMResponse``."""
-    data = as_dict(response)
+    data, usage = read_response(response)
     items: list[Item] = []
     for entry in data.get("output") or []:
         kind = entry.get("type")
@@ -101,7 +101,7 @@ def parse_response(response: Any, names: ToolNameMap) -> LLMResponse:
                     arguments=entry.get("arguments") or "{}",
                 )
             )
-    return LLMResponse(items=items, usage=usage_dict(data))
+    return LLMResponse(items=items, usage=usage)
 
 
 class _OpenAIModel:
@@ -182,10 +182,10 @@ def chat_messages(items: Sequence[Item], names: ToolNameMap) -> list[dict[str, A
 
 def parse_chat_completion(completion: Any, names: ToolNameMap) -> LLMResponse:
     """A ``ChatCompletion`` (or its dict) as an ``LLMResponse``: the first choice."""
-    data = as_dict(completion)
+    data, usage = read_response(completion)
     choices = data.get("choices") or []
     if not choices:
-        return LLMResponse(items=[], usage=usage_dict(data))
+        return LLMResponse(items=[], usage=usage)
     message = choices[0].get("message") or {}
     items: list[Item] = []
     if message.get("content"):
@@ -201,7 +201,7 @@ def parse_chat_completion(completion: Any, names: ToolNameMap) -> LLMResponse:
                 arguments=function.get("arguments") or "{}",
             )
         )
-    return LLMResponse(items=items, usage=usage_dict(data))
+    return LLMResponse(items=items, usage=usage)
 
 
 class OpenAIChatModel(_OpenAIModel):

@@ -7,30 +7,21 @@ Stdout carries the protocol and nothing else: logs go to stderr, and so does any
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
 import logging
-import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import NoReturn
 
 import anyio
 
-from ..errors import ScratchpadConfigError
 from ..keys import check_scope_id
-from ..layer import scratchpad
-from .common import DEFAULT_STORAGE, PROG, CliError, shown_url, storage_url
+from .common import DEFAULT_STORAGE, CliError, UsageError, shown_url, storage_url
+from .schema import SchemaImportError, load_schema, schema_layer
 
 __all__ = ("SchemaImportError", "add_mcp", "cmd_mcp", "load_schema")
 
 logger = logging.getLogger("noetic_scratchpad.cli.mcp")
-USAGE_ERROR = 2
-
-
-class SchemaImportError(Exception):
-    """``--schema`` names nothing importable; a usage error (exit code 2)."""
 
 
 def add_mcp(
@@ -41,9 +32,11 @@ def add_mcp(
         "mcp",
         parents=[storage],
         help="serve the scratchpad to an MCP client over stdio",
-        description="Serve the tools scratchpad_read and scratchpad_update, and each "
+        description="Serve the tools scratchpad_read and scratchpad_update, and the "
         "scratchpad as the resource scratchpad://thread/{thread}, to an MCP client on "
-        "stdin/stdout. Runs until the client closes stdin.",
+        "stdin/stdout. The server keeps one thread's scratchpad (--thread, else 'default'): "
+        "the model cannot name another unless --allow-any-thread is given. Runs until the "
+        "client closes stdin.",
         epilog=f"Storage: --storage URL, else $NOETIC_SCRATCHPAD_STORAGE, else "
         f"{DEFAULT_STORAGE} (relative to the directory the client starts the server in: "
         "give an absolute path).",
@@ -58,12 +51,26 @@ def add_mcp(
         "--scope",
         choices=("thread", "resource"),
         default="thread",
-        help="one scratchpad per thread (default), or per resource such as a user: the "
-        "tools then take `resource` instead of `thread`",
+        help="one scratchpad per thread (default), or per resource such as a user: "
+        "--resource and --allow-any-resource then apply instead of the thread options",
     )
-    mcp.add_argument("--thread", metavar="ID", help="the thread a call names none of (default)")
     mcp.add_argument(
-        "--resource", metavar="ID", help="with --scope resource: the resource a call names none of"
+        "--thread",
+        metavar="ID",
+        help="the thread whose scratchpad is served (default: 'default'); the model cannot "
+        "name another",
+    )
+    mcp.add_argument(
+        "--allow-any-thread",
+        action="store_true",
+        help="let the model name any thread: the tools take `thread`, --thread is the one "
+        "used when a call names none, and every thread is a resource",
+    )
+    mcp.add_argument("--resource", metavar="ID", help="with --scope resource: the resource served")
+    mcp.add_argument(
+        "--allow-any-resource",
+        action="store_true",
+        help="with --scope resource: let the model name any resource (`resource`)",
     )
     mcp.add_argument(
         "--max-message-bytes",
@@ -90,64 +97,39 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     own, other = ("resource", "thread") if args.scope == "resource" else ("thread", "resource")
     if getattr(args, other) is not None:
         return usage_error(f"--{other} does not apply to --scope {args.scope}; use --{own}")
+    if getattr(args, f"allow_any_{other}"):
+        return usage_error(
+            f"--allow-any-{other} does not apply to --scope {args.scope}; use --allow-any-{own}"
+        )
+    allow_any = bool(getattr(args, f"allow_any_{own}"))
     default_id = "default" if getattr(args, own) is None else getattr(args, own)
     try:
         check_scope_id(default_id, own)
     except ValueError as exc:
         return usage_error(f"--{own}: {exc}")
-    try:
-        schema = load_schema(args.schema) if args.schema else None
-        layer = scratchpad(scope=args.scope, schema=schema)
-    except (SchemaImportError, ScratchpadConfigError) as exc:
-        return usage_error(f"--schema {args.schema}: {exc}")
+    layer = schema_layer(args.schema, args.scope)
     try:  # after the checks: the SDK takes a while to import
         from ..integrations.mcp import DEFAULT_MAX_MESSAGE_BYTES, serve_stdio
     except ImportError as exc:
         raise CliError(str(exc)) from None
     url = storage_url(args)
-    logger.info("mcp server on %s, %s scope", shown_url(url), args.scope)
+    reach = f"any {own}" if allow_any else f"{own} {default_id!r} only"
+    logger.info("mcp server on %s, %s scope, %s", shown_url(url), args.scope, reach)
     limit = args.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
     await until_terminated(
-        lambda: serve_stdio(url, layer=layer, default_id=default_id, max_message_bytes=limit)
+        lambda: serve_stdio(
+            url,
+            layer=layer,
+            default_id=default_id,
+            allow_scope_argument=allow_any,
+            max_message_bytes=limit,
+        )
     )
     return 0
 
 
-def usage_error(message: str) -> int:
-    print(f"{PROG} mcp: error: {message}", file=sys.stderr)
-    return USAGE_ERROR
-
-
-def load_schema(spec: str) -> Any:
-    """Import ``module:Model`` (``Model`` may be dotted); ``SchemaImportError`` saying why not.
-
-    The current directory is searched first, as when running ``python -m``. Whatever the
-    module prints goes to stderr: stdout belongs to the protocol.
-    """
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise SchemaImportError("give the model as module:Model, e.g. myapp.notes:TaskNotes")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SchemaImportError(
-            f"cannot import {module_name!r} ({exc}); run the server from the directory that "
-            "holds it, or install it in this environment"
-        ) from None
-    except Exception as exc:  # the user's module failed while it ran
-        raise SchemaImportError(
-            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from None
-    found: Any = module
-    for part in attribute.split("."):
-        try:
-            found = getattr(found, part)
-        except AttributeError:
-            raise SchemaImportError(f"module {module_name!r} has no {attribute!r}") from None
-    return found
+def usage_error(message: str) -> NoReturn:
+    raise UsageError(message)
 
 
 async def until_terminated(serve: Callable[[], Awaitable[None]]) -> None:

@@ -25,8 +25,9 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
             return 0
         if not args.yes:
             confirm(
-                f"Move {len(legacy)} {args.layer}(s) of the first release's layout in {shown} "
-                f"to {args.scope} scopes? [y/N] "
+                f"move {len(legacy)} {args.layer}(s) of the first release's layout in {shown} "
+                f"to {args.scope} scopes",
+                change="moved",
             )
         counts = await migrate_legacy(backend, args.layer, args.scope, legacy)
     finally:

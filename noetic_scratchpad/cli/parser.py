@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import TypeAlias
+import difflib
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn, TypeAlias
 
 from .. import __version__
-from .common import DEFAULT_STORAGE, PROG
+from .common import DEFAULT_STORAGE, EXIT_CODES, PROG
 from .demo import cmd_demo
 from .history import cmd_history, cmd_revert
 from .mcp import add_mcp
@@ -20,11 +22,72 @@ from .serve import add_serve
 AddParser: TypeAlias = Callable[..., argparse.ArgumentParser]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, reporting a mistyped option as what it is.
+
+    argparse checks the required arguments before it looks at the ones it did not
+    recognise, so ``show --thred demo`` would say "one of the arguments --thread
+    --resource is required". This parser says "unrecognized arguments: --thred (did you
+    mean --thread?)" instead, and reports any unrecognised argument with its command's
+    usage (argparse leaves that to the top-level parser, whose usage does not help).
+    """
+
+    _argv: list[str]
+
+    def parse_known_args(  # type: ignore[override]  # typeshed's overloads; same contract
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._argv = list(sys.argv[1:] if args is None else args)
+        parsed, extras = super().parse_known_args(self._argv, namespace)
+        if extras and self._is_command():
+            self.error(self._unrecognized(extras))
+        return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        unknown = self._unknown_options()
+        if unknown and "required" in message:  # the mistyped option is the mistake
+            message = self._unrecognized(unknown)
+        super().error(message)
+
+    def _is_command(self) -> bool:
+        return self._subparsers is None  # a command's parser, not the program's
+
+    def _unknown_options(self) -> list[str]:
+        """The arguments of ``self._argv`` that look like options and are none of this
+        parser's (its own abbreviations allowed), before any ``--``."""
+        known = self._option_string_actions
+        unknown = []
+        for argument in getattr(self, "_argv", []):
+            if argument == "--":
+                break
+            if not argument.startswith("-") or self._negative_number_matcher.match(argument):
+                continue
+            name = argument.partition("=")[0]
+            if name.startswith("--"):
+                found = name in known or any(option.startswith(name) for option in known)
+            else:
+                found = name[:2] in known
+            if not found:
+                unknown.append(argument)
+        return unknown
+
+    def _unrecognized(self, extras: list[str]) -> str:
+        """argparse's message, with the option the user probably meant."""
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        options = [option for option in self._option_string_actions if option.startswith("--")]
+        for extra in extras:
+            close = difflib.get_close_matches(extra.partition("=")[0], options, n=1)
+            if close:
+                return f"{message} (did you mean {close[0]}?)"
+        return message
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=PROG,
         description="An agent's working memory: run the demo, inspect and reset scratchpads.",
-        epilog=f"Storage: --storage URL, else $NOETIC_SCRATCHPAD_STORAGE, else {DEFAULT_STORAGE}.",
+        epilog=f"Storage: --storage URL, else $NOETIC_SCRATCHPAD_STORAGE, else {DEFAULT_STORAGE}. "
+        f"{EXIT_CODES}",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument(
@@ -41,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_portability(commands.add_parser, storage)
     for add_command in (add_show, add_list, add_history, add_revert, add_reset, add_migrate):
         add_command(commands.add_parser, [storage, layer])
+    for command in commands.choices.values():  # a usage error found later says its usage
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -104,7 +169,7 @@ def add_history(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -
     )
     add_scope(history, allow_all=False)
     history.add_argument(
-        "-n", "--limit", type=int, default=20, help="how many writes to show (default: 20)"
+        "-n", "--limit", type=count, default=20, help="how many writes to show (default: 20)"
     )
     history.add_argument("--json", action="store_true", help="print the entries as JSON")
     history.set_defaults(handler=cmd_history)
@@ -120,7 +185,7 @@ def add_revert(add_parser: AddParser, parents: list[argparse.ArgumentParser]) ->
         "so it can be reverted too. Asks first; without a terminal it refuses unless --yes.",
     )
     add_scope(revert, allow_all=False)
-    revert.add_argument("--to", type=int, required=True, metavar="N", help="the revision")
+    revert.add_argument("--to", type=count, required=True, metavar="N", help="the revision")
     revert.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     revert.set_defaults(handler=cmd_revert)
 
@@ -157,6 +222,17 @@ def add_migrate(add_parser: AddParser, parents: list[argparse.ArgumentParser]) -
     )
     migrate.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     migrate.set_defaults(handler=cmd_migrate)
+
+
+def count(text: str) -> int:
+    """A whole number, 0 or more (argparse's type: a usage error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"give a whole number, 0 or more, not {text!r}")
+    return value
 
 
 def add_scope(parser: argparse.ArgumentParser, *, allow_all: bool) -> None:

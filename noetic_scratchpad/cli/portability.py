@@ -24,8 +24,8 @@ from ..portability import (
     read_document,
 )
 from ..storage import open_storage
-from .common import PROG, CliError, shown_url
-from .stored import confirm, sqlite_file_missing, stored_url
+from .common import PROG, CliError, UsageError, shown_url
+from .stored import confirm, nothing_stored, sqlite_file_missing, stored_url
 
 __all__ = ("add_portability",)
 
@@ -46,7 +46,7 @@ def add_portability(add_parser: AddParser, storage: argparse.ArgumentParser) -> 
     export.add_argument(
         "-o", "--output", metavar="FILE", help="write the document to FILE (default: stdout)"
     )
-    export.set_defaults(handler=cmd_export, usage=export.error)
+    export.set_defaults(handler=cmd_export)
 
     loading = add_parser(
         "import",
@@ -77,7 +77,7 @@ def add_portability(add_parser: AddParser, storage: argparse.ArgumentParser) -> 
     add_subject(erase)
     erase.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     erase.add_argument("--json", action="store_true", help="print what was erased as JSON")
-    erase.set_defaults(handler=cmd_erase, usage=erase.error)
+    erase.set_defaults(handler=cmd_erase)
 
 
 def add_subject(parser: argparse.ArgumentParser) -> None:
@@ -100,11 +100,11 @@ def add_subject(parser: argparse.ArgumentParser) -> None:
 
 def subject_of(args: argparse.Namespace) -> Subject:
     if args.resource is None and not args.thread:
-        args.usage("name the subject: --resource ID, --thread ID, or both")
+        raise UsageError("name the subject: --resource ID, --thread ID, or both")
     try:
         return Subject(args.resource, tuple(args.thread))
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise UsageError(str(exc)) from None
 
 
 def described(subject: Subject) -> str:
@@ -125,9 +125,8 @@ def described(subject: Subject) -> str:
 async def cmd_export(args: argparse.Namespace) -> int:
     url = stored_url(args)
     subject = subject_of(args)
-    missing = sqlite_file_missing(url)
-    if missing is not None:
-        raise CliError(f"no database at {missing}; nothing is stored yet")
+    if sqlite_file_missing(url) is not None:
+        raise CliError("; ".join(nothing_stored(url, "scratchpad")))
     async with await open_storage(url) as backend:
         document = await export_subject(backend, subject, layers=args.layer)
     text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
@@ -200,8 +199,9 @@ async def cmd_erase(args: argparse.Namespace) -> int:
     async with await open_storage(url) as backend:
         if not args.yes:
             confirm(
-                f"Erase everything stored for {described(subject)} in {shown} ({layers}), "
-                "journals and the revisions kept of deleted keys included? [y/N] "
+                f"erase everything stored for {described(subject)} in {shown} ({layers}), "
+                "journals and the revisions kept of deleted keys included",
+                change="erased",
             )
         report = await erase_subject(backend, subject, layers=args.layer)
     if args.json:

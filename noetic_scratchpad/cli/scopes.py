@@ -6,11 +6,11 @@ import argparse
 import json
 from typing import Any
 
+from .._time import iso_time
 from ..keys import (
     LEGACY_ROOT,
     Scope,
     layer_prefix,
-    legacy_state_key,
     parse_legacy_state_key,
     parse_state_key,
     scope_prefix,
@@ -19,7 +19,16 @@ from ..keys import (
 from ..render import render_block
 from ..storage import KeyInfo, StorageBackend, open_storage
 from .common import PROG, CliError, shown_url
-from .stored import confirm, human_size, iso, scope_of, sqlite_file_missing, stored_url
+from .stored import (
+    confirm,
+    human_size,
+    not_stored,
+    nothing_stored,
+    scope_of,
+    sqlite_file_missing,
+    stored_url,
+    where,
+)
 
 # -- show ----------------------------------------------------------------------------------
 
@@ -27,23 +36,12 @@ from .stored import confirm, human_size, iso, scope_of, sqlite_file_missing, sto
 async def cmd_show(args: argparse.Namespace) -> int:
     url = stored_url(args)
     kind, scope_key = scope_of(args)
-    missing = sqlite_file_missing(url)
-    if missing is not None:
-        raise CliError(f"no database at {missing}; nothing is stored yet (try `{PROG} demo`)")
-    backend = await open_storage(url)
-    try:
+    if sqlite_file_missing(url) is not None:
+        raise CliError("; ".join(nothing_stored(url, args.layer)))
+    async with await open_storage(url) as backend:
         state = await backend.get(state_key(args.layer, kind, scope_key))
-        legacy = state is None and await backend.get(legacy_state_key(args.layer, scope_key))
-    finally:
-        await backend.aclose()
-    if state is None:
-        hint = (
-            f"it is stored in the first release's layout: run `{PROG} migrate` first"
-            if legacy is not None
-            else f"`{PROG} list` shows what is stored"
-        )
-        shown = shown_url(url)
-        raise CliError(f"no {args.layer} stored for {kind} {scope_key!r} in {shown}; {hint}")
+        if state is None:
+            raise await not_stored(backend, url, args.layer, kind, scope_key)
     if args.json:
         print(json.dumps(state, indent=2, ensure_ascii=False))
     else:
@@ -55,16 +53,14 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def stored_scopes(url: str, layer_id: str) -> list[dict[str, Any]]:
-    """Every stored scope of ``layer_id``; those of the first release's layout say
-    ``"scope": "legacy"`` (``migrate`` moves them)."""
+    """Every stored scope of ``layer_id``, the latest write first, as the HTTP API lists
+    them (``GET /api/scopes``); those of the first release's layout say ``"kind":
+    "legacy"`` (``migrate`` moves them)."""
     if sqlite_file_missing(url) is not None:
         return []
-    backend = await open_storage(url)
-    try:
+    async with await open_storage(url) as backend:
         infos = await backend.describe(layer_prefix(layer_id))
         legacy = await backend.describe(f"{LEGACY_ROOT}{layer_id}/")
-    finally:
-        await backend.aclose()
     rows: list[tuple[str, str, KeyInfo]] = []
     for info in infos:
         ref = parse_state_key(info.key)
@@ -74,17 +70,20 @@ async def stored_scopes(url: str, layer_id: str) -> list[dict[str, Any]]:
         scope_id = parse_legacy_state_key(info.key, layer_id)
         if scope_id is not None:
             rows.append(("legacy", scope_id, info))
-    return [scope_row(kind, scope_id, layer_id, info) for kind, scope_id, info in rows]
+    listed = [scope_row(kind, scope_id, layer_id, info) for kind, scope_id, info in rows]
+    listed.sort(key=lambda row: (row["updated_at"], row["kind"], row["id"]), reverse=True)
+    return listed
 
 
 def scope_row(kind: str, scope_id: str, layer_id: str, info: KeyInfo) -> dict[str, Any]:
-    """One row of ``list --json``."""
+    """One row of ``list --json``: the keys of a row of the HTTP API's scope list."""
     return {
-        "scope": kind,
-        "scope_key": scope_id,
-        "layer_id": layer_id,
+        "kind": kind,
+        "id": scope_id,
+        "layer": layer_id,
+        "revision": info.revision,
         "size": info.size,
-        "updated_at": iso(info.updated_at),
+        "updated_at": iso_time(info.updated_at),
     }
 
 
@@ -94,23 +93,26 @@ async def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
     elif not rows:
-        print(f"No {args.layer} is stored in {shown_url(url)}.")
+        found, why = nothing_stored(url, args.layer)
+        print(f"{found[0].upper()}{found[1:]}.\n{why}.")
     else:
-        print_table(rows, shown_url(url))
+        print_table(rows, where(url))
     return 0
 
 
 def print_table(rows: list[dict[str, Any]], shown: str) -> None:
     """The rows of ``list`` for a reader, with a line on any left in the legacy layout;
-    ``shown`` is the storage URL as :func:`~.common.shown_url` shows it."""
-    width = max(len("ID"), *(len(row["scope_key"]) for row in rows))
-    print(f"{'SCOPE':<8}  {'ID':<{width}}  {'SIZE':>9}  LAST WRITE (UTC)")
+    ``shown`` names the storage as :func:`~.stored.where` does."""
+    width = max(len("ID"), *(len(row["id"]) for row in rows))
+    print(f"{'KIND':<8}  {'ID':<{width}}  {'REVISION':>8}  {'SIZE':>9}  LAST WRITE")
     for row in rows:
-        when = row["updated_at"].replace("T", " ").removesuffix("Z")
         size = human_size(row["size"])
-        print(f"{row['scope']:<8}  {row['scope_key']:<{width}}  {size:>9}  {when}")
+        print(
+            f"{row['kind']:<8}  {row['id']:<{width}}  {row['revision']:>8}  {size:>9}  "
+            f"{row['updated_at']}"
+        )
     print(f"{len(rows)} scope(s) in {shown}")
-    legacy = sum(row["scope"] == "legacy" for row in rows)
+    legacy = sum(row["kind"] == "legacy" for row in rows)
     if legacy:
         print(
             f"{legacy} of them in the first release's layout, which the layer no longer "
@@ -131,16 +133,20 @@ async def cmd_reset(args: argparse.Namespace) -> int:
         else f"the {args.layer} of {scope[0]} {scope[1]!r}"
     )
     if sqlite_file_missing(url) is not None:
+        if scope is not None:  # a scope named and not found, as show and the API say
+            raise CliError("; ".join(nothing_stored(url, args.layer)))
         print(f"Nothing to reset: {shown} holds nothing yet.")
         return 0
     backend = await open_storage(url)
     try:
         keys = await keys_to_reset(backend, args.layer, scope)
+        if not keys and scope is not None:
+            raise await not_stored(backend, url, args.layer, *scope)
         if not keys:
-            print(f"Nothing to reset: no {what.removeprefix('the ')} in {shown}.")
+            print(f"Nothing to reset: no {args.layer} in {shown}.")
             return 0
         if not args.yes:
-            confirm(f"Delete {what} in {shown} ({len(keys)} key(s))? [y/N] ")
+            confirm(f"delete {what} in {shown} ({len(keys)} key(s))")
         for key in keys:
             await backend.delete(key)
     finally:

@@ -9,23 +9,23 @@ streams end, storage closes, the exit status is 0.
 from __future__ import annotations
 
 import argparse
-import importlib
 import ipaddress
 import logging
 import math
 import os
 import socket
-import sys
 from collections.abc import Callable
-from typing import Any
 
-from ..layer import ScratchpadLayer, scratchpad
+from .._extras import install_hint
+from ..layer import ScratchpadLayer
 from ..storage import open_storage
 from .common import PROG, CliError, logger, shown_url, storage_url
+from .schema import schema_layer
 
-__all__ = ("TOKEN_ENV", "add_serve", "cmd_serve")
+__all__ = ("READ_ONLY_TOKEN_ENV", "TOKEN_ENV", "add_serve", "cmd_serve")
 
 TOKEN_ENV = "NOETIC_SCRATCHPAD_TOKEN"
+READ_ONLY_TOKEN_ENV = "NOETIC_SCRATCHPAD_READ_ONLY_TOKEN"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
@@ -43,11 +43,18 @@ def add_serve(
     )
     parser.set_defaults(handler=cmd_serve)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0: any)")
+    parser.add_argument("--port", type=port, default=8000, help="port (default: 8000; 0: any)")
     parser.add_argument(
         "--token",
         help=f"require `Authorization: Bearer TOKEN` on every request (default: ${TOKEN_ENV}; "
         "prefer the variable: arguments show in the process list)",
+    )
+    parser.add_argument(
+        "--read-only-token",
+        metavar="TOKEN",
+        help="also accept `Authorization: Bearer TOKEN` for reading only: every write with "
+        f"it is refused 403 (default: ${READ_ONLY_TOKEN_ENV}; needs --token too; prefer the "
+        "variable)",
     )
     parser.add_argument(
         "--insecure",
@@ -88,10 +95,15 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         from ..server.runner import serve
     except ImportError as exc:
         raise CliError(
-            f"serve needs the server extra ({exc.name} is missing): "
-            "pip install 'noetic-scratchpad[server]'"
+            f"serve needs the server extra ({exc.name} is missing): {install_hint('server')}"
         ) from None
     token = args.token or os.environ.get(TOKEN_ENV) or None
+    read_only_token = args.read_only_token or os.environ.get(READ_ONLY_TOKEN_ENV) or None
+    if read_only_token is not None and token is None:
+        raise CliError(
+            f"a read-only token needs the read-write one too: without it every request may "
+            f"write. Set ${TOKEN_ENV} (or --token) as well"
+        )
     loopback = is_loopback(args.host)
     if token is None and not loopback and not args.insecure:
         raise CliError(
@@ -118,16 +130,17 @@ async def cmd_serve(args: argparse.Namespace) -> int:
                     backend,
                     layers=layers,
                     token=token,
+                    read_only_token=read_only_token,
                     cors_origins=args.cors_origin,
                     trusted_hosts=[*LOOPBACK_NAMES, args.host] if loopback else None,
                     **lifetimes,
                 )
-            except ValueError as exc:  # a lifetime past what a browser keeps
-                raise CliError(str(exc)) from None
+            except ValueError as exc:  # a lifetime past what a browser keeps, a token
+                raise CliError(str(exc)) from None  # never shown in the message
             level = args.log_level or "warning"
             # uvicorn's start-up lines and access log show with --log-level info or debug.
             logging.getLogger("uvicorn").setLevel(level.upper())
-            print_banner(url, sock, token is not None)
+            print_banner(url, sock, token is not None, read_only=read_only_token is not None)
             await serve(app, sock, access_log=level in ("info", "debug"))
         finally:
             await backend.aclose()
@@ -145,6 +158,17 @@ def seconds(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 to 65535 (argparse's type: a usage error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"give a port from 0 to 65535, not {text!r}")
     return value
 
 
@@ -181,26 +205,10 @@ def bind(host: str, port: int) -> socket.socket:
 
 def schema_layers(spec: str | None) -> list[ScratchpadLayer]:
     """A thread-scoped and a resource-scoped layer, with the model ``spec`` names."""
-    if spec is None:
-        return [scratchpad(), scratchpad(scope="resource")]
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise CliError(f"--schema must be MODULE:MODEL (say myapp.notes:TaskNotes), not {spec!r}")
-    if os.getcwd() not in sys.path:  # as `python -m` would: the project's modules importable
-        sys.path.insert(0, os.getcwd())
-    try:
-        target: Any = importlib.import_module(module_name)
-        for name in attribute.split("."):
-            target = getattr(target, name)
-    except (ImportError, AttributeError) as exc:
-        raise CliError(f"cannot load --schema {spec}: {exc}") from None
-    try:
-        return [scratchpad(schema=target), scratchpad(scope="resource", schema=target)]
-    except ValueError as exc:
-        raise CliError(f"--schema {spec} cannot be a scratchpad schema: {exc}") from None
+    return [schema_layer(spec, "thread"), schema_layer(spec, "resource")]
 
 
-def print_banner(url: str, sock: socket.socket, token: bool) -> None:
+def print_banner(url: str, sock: socket.socket, token: bool, *, read_only: bool = False) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}/"
@@ -209,6 +217,8 @@ def print_banner(url: str, sock: socket.socket, token: bool) -> None:
         if token
         else "no token: anyone who can reach this address can read and write"
     )
+    if read_only:
+        auth += "; the read-only token may read, not write"
     print(
         f"{PROG} serving {shown_url(url)}\n"
         f"  inspector  {base}\n"

@@ -254,9 +254,9 @@ class ScratchpadCore:
             block = await self.block(scope, layer=pad)
         except StorageError as exc:
             logger.warning("%s failed on storage: %s", tool, exc)
-            return ToolResult(unreadable_text(tool), exc)
+            return ToolResult(unreadable_text(tool, pad.texts.block), exc)
         kind, scope_id = self.context(scope).scope_of(pad.scope)
-        return ToolResult(block or empty_text(kind, scope_id, update_tool))
+        return ToolResult(block or empty_text(kind, scope_id, update_tool, pad.texts.block))
 
     async def call(
         self,
@@ -304,11 +304,13 @@ class ScratchpadCore:
         ``exc`` refused or storage failed: the one place a host turns these errors into
         text (for a tool of its own that wrote the scratchpad, too). A storage failure's
         details (paths, hosts, the driver's words) go to the log, never to the model.
-        ``layer``: the layer called, whose refusals show an update in its schema's words."""
+        ``layer``: the layer called, whose refusals show an update in its schema's words
+        and name its block."""
+        texts = layer.texts if isinstance(layer, ScratchpadLayer) else None
         if isinstance(exc, ScratchpadUpdateError):
             logger.debug("%s refused (%s): %s", tool, exc.reason, exc)
-            if isinstance(layer, ScratchpadLayer):
-                return ToolResult(refusal_text(exc, tool, layer.texts.example), exc)
+            if texts is not None:
+                return ToolResult(refusal_text(exc, tool, texts.example, texts.block), exc)
             return ToolResult(refusal_text(exc, tool), exc)
         logger.warning(
             "scratchpad %s not confirmed by storage tool=%s call_id=%s: %s",
@@ -317,7 +319,8 @@ class ScratchpadCore:
             call_id,
             exc,
         )
-        return ToolResult(storage_failure_text(exc, tool), exc)
+        block = texts.block if texts is not None else "the scratchpad"
+        return ToolResult(storage_failure_text(exc, tool, block), exc)
 
     def __repr__(self) -> str:
         layers = ", ".join(layer.id for layer in self.layers)

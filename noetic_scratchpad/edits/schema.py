@@ -94,10 +94,11 @@ EDIT_PARAMETERS: dict[str, Any] = {
 Shared: copy it before handing it to code that mutates schemas."""
 
 
-def edit_description(update_tool: str = "scratchpad/update") -> str:
-    """The edit tool's description, naming the update tool as the model sees it."""
+def edit_description(update_tool: str = "scratchpad/update", notes: str = "your scratchpad") -> str:
+    """The edit tool's description, naming the update tool as the model sees it and the
+    notes it edits (a named scratchpad's with its block)."""
     return (
-        "Edit your scratchpad in place with a list of operations applied in order, all or "
+        f"Edit {notes} in place with a list of operations applied in order, all or "
         "none: append items to a list or remove items from it without resending the whole "
         "list, delete a key, or set one value at a path. Use this to add a step to a list "
         f"or to drop a key; use {update_tool} to merge new values into fields."

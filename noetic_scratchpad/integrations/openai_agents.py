@@ -18,6 +18,7 @@ The scope (thread, optional resource) comes from the run's context. Needs the ex
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import warnings
@@ -26,16 +27,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
-try:
+from .._extras import needs_extra
+
+with needs_extra(
+    "noetic_scratchpad.integrations.openai_agents",
+    "openai-agents",
+    "the OpenAI Agents SDK",
+    ("agents",),
+):
     from agents import Agent, FunctionTool, RunContextWrapper
     from agents.items import TResponseInputItem
     from agents.run_config import CallModelData, ModelInputData
     from agents.tool_context import ToolContext
-except ImportError as exc:  # the extra is not installed, or the SDK cannot load
-    raise ImportError(
-        "noetic_scratchpad.integrations.openai_agents needs the OpenAI Agents SDK; install "
-        'it with: pip install "noetic-scratchpad[openai-agents]"'
-    ) from exc
 
 from ..adapters.names import check_tool_names
 from ..core import RunScope, ScratchpadCore, as_scope
@@ -51,11 +54,13 @@ __all__ = (
     "DEFAULT_TOOL_NAME",
     "RunScope",
     "Scratchpad",
+    "chain_filters",
     "scope_from_context",
 )
 
 #: The update tool's default name: the SDK sends tool names to the provider as they are,
-#: and OpenAI accepts only ``^[a-zA-Z0-9_-]{1,64}$`` (so not ``scratchpad/update``).
+#: and OpenAI accepts only ``^[a-zA-Z0-9_-]{1,64}$`` (so not ``scratchpad/update``). A
+#: named scratchpad's tools are ``{name}_update`` and ``{name}_edit``.
 DEFAULT_TOOL_NAME = "scratchpad_update"
 #: The edit tool's default name (offered with ``edit_tool=True``).
 DEFAULT_EDIT_TOOL_NAME = "scratchpad_edit"
@@ -105,7 +110,12 @@ class Scratchpad:
     token budget (default, the layer's), counted by ``count_tokens`` (the model's token
     counter, such as ``lambda text: len(encoding.encode(text))``; default, about four
     characters a token). ``tool_name``, ``edit_tool_name``: the tools'
-    names (the edit tool is offered with ``edit_tool=True``). ``placement``: ``"end"``
+    names (the edit tool is offered with ``edit_tool=True``; default ``scratchpad_update``
+    and ``scratchpad_edit``, a named scratchpad's ``{name}_update`` and ``{name}_edit``).
+    Two scratchpads on one agent need names of their own (``scratchpad(name="task")``,
+    ``scratchpad(name="profile")``): chain their instructions
+    (``profile.instructions(task.instructions("..."))``), give the agent both sets of
+    tools, and the run both input filters (:func:`chain_filters`). ``placement``: ``"end"``
     (default), the block moved by :meth:`input_filter` to the end of the model's input;
     ``"start"``, the block left in the instructions. ``max_scopes`` is deprecated and does
     nothing: no handle is kept between calls.
@@ -124,8 +134,8 @@ class Scratchpad:
         storage: str | StorageBackend | None = None,
         scope_from: ScopeResolver = scope_from_context,
         events: EventBus | None = None,
-        tool_name: str = DEFAULT_TOOL_NAME,
-        edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
+        tool_name: str | None = None,
+        edit_tool_name: str | None = None,
         budget: int | None = None,
         count_tokens: Tokenizer | None = None,
         max_scopes: int | None = None,
@@ -136,6 +146,10 @@ class Scratchpad:
             raise ScratchpadConfigError(
                 f"give either a layer or scratchpad() options, not both (got {sorted(options)})"
             )
+        layer = layer if layer is not None else scratchpad(**options)
+        names = layer.tool_names()  # scratchpad_update, a named one's profile_update
+        tool_name = names["update"] if tool_name is None else tool_name
+        edit_tool_name = names["edit"] if edit_tool_name is None else edit_tool_name
         check_tool_names(tool_name, edit_tool_name)
         if max_scopes is not None:
             warnings.warn(
@@ -146,14 +160,9 @@ class Scratchpad:
                 DeprecationWarning,
                 stacklevel=2,
             )
-        self.core = ScratchpadCore(
-            layer if layer is not None else scratchpad(**options),
-            storage=storage,
-            events=events,
-            count_tokens=count_tokens,
-        )
+        self.core = ScratchpadCore(layer, storage=storage, events=events, count_tokens=count_tokens)
         """What owns the storage and the bus and applies the calls."""
-        self.layer = self.core.scratchpad()
+        self.layer = layer
         self.scope_from = scope_from
         self.placement = check_placement(placement)
         self.budget = budget
@@ -262,9 +271,28 @@ class Scratchpad:
                 )
 
     def _check_tools(self, agent: Agent[Any]) -> None:
-        """Refuse an agent that was given some of the scratchpad's tools but not all: with
-        ``edit_tool=True`` and ``tools=[notes.tool]``, the edit tool would be missing."""
+        """Refuse an agent that was given some of the scratchpad's tools but not all (with
+        ``edit_tool=True`` and ``tools=[notes.tool]``, the edit tool would be missing), or
+        another tool of the same name (two scratchpads without names of their own): the
+        SDK would offer the model one name for two tools."""
         given = {id(tool) for tool in agent.tools}
+        ours = {id(tool) for tool in self.tools}
+        names = {tool.name for tool in self.tools}
+        clash = next(
+            (
+                tool.name
+                for tool in agent.tools
+                if id(tool) not in ours and getattr(tool, "name", None) in names
+            ),
+            None,
+        )
+        if clash is not None:
+            raise ScratchpadConfigError(
+                f"the agent {agent.name!r} has two tools named {clash!r}: this scratchpad's "
+                "and another (a second scratchpad with the same name?); give each scratchpad "
+                'a name of its own, such as Scratchpad(scratchpad(name="task")) and '
+                'Scratchpad(scratchpad(name="profile"))'
+            )
         # The read tool may be left out: the model then sees only what the block shows.
         needed = [tool for tool in self.tools if tool.name != self._names["read"]]
         mine = [tool for tool in needed if id(tool) in given]
@@ -337,3 +365,25 @@ class Scratchpad:
 
     def __repr__(self) -> str:
         return f"<Scratchpad {self.layer!r} tool={self.tool.name!r} storage={self.storage_url!r}>"
+
+
+def chain_filters(
+    *filters: Callable[[CallModelData[Any]], ModelInputData],
+) -> Callable[[CallModelData[Any]], ModelInputData]:
+    """One ``call_model_input_filter`` of several (``RunConfig`` takes one): each is given
+    what the others made of the input, so two scratchpads' filters both move their
+    blocks, whichever order their instructions were chained in::
+
+        RunConfig(call_model_input_filter=chain_filters(task.input_filter, profile.input_filter))
+    """
+
+    def chained(data: CallModelData[Any]) -> ModelInputData:
+        model_data = data.model_data
+        # A filter moves its block only from the end of the instructions: until the ones
+        # chained after it have moved theirs, it waits for a later pass.
+        for _ in filters:
+            for each in filters:
+                model_data = each(dataclasses.replace(data, model_data=model_data))
+        return model_data
+
+    return chained

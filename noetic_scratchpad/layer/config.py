@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -10,7 +11,9 @@ from ..errors import ScratchpadConfigError
 from ..storage.base import MAX_JOURNAL_LIMIT
 
 __all__ = (
+    "DEFAULT_ID",
     "EDIT_TOOL",
+    "NAME_PATTERN",
     "STATE_KEY",
     "TEXT_FIELD",
     "UPDATE_TOOL",
@@ -20,8 +23,15 @@ __all__ = (
 
 ScratchpadState = str | dict[str, Any]
 
+#: The id of a scratchpad without a ``name``: its tools are ``scratchpad/update``, ...
+DEFAULT_ID = "scratchpad"
+
 #: The tool names a model calls: ``{layer_id}/{function}``.
 UPDATE_TOOL = "scratchpad/update"
+
+#: What a scratchpad's ``name`` may be: a letter, then letters, digits or ``_``, at most
+#: 40 in all, so that its tools' names (``profile_update``) fit every host.
+NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
 
 #: The one argument of an update of text notes: the whole new text.
 TEXT_FIELD = "notes"
@@ -60,13 +70,30 @@ class ScratchpadConfig:
     instructions: str | None = None
     """What an MCP server tells the model about the scratchpad, instead of the default;
     ``{read_tool}`` and ``{update_tool}`` are replaced by the tools' names."""
+    name: str | None = None
+    """The block's name, for more than one scratchpad on an agent (``"profile"``): it is the
+    layer's id, the block is ``<scratchpad name="profile">`` and its tools are
+    ``profile/update`` (``profile_update`` where a host takes no ``/``), each writing only
+    this block. ``None``: the one ``<scratchpad>``, id ``scratchpad``."""
 
     @property
     def text_notes(self) -> bool:
         """Whether the notes are text the model rewrites whole: a template and no schema."""
         return self.schema is None and bool(self.template)
 
+    @property
+    def layer_id(self) -> str:
+        """The layer's id: the ``name``, else ``scratchpad``."""
+        return DEFAULT_ID if self.name is None else self.name
+
     def __post_init__(self) -> None:
+        if self.name is not None and (
+            not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name)
+        ):
+            raise ScratchpadConfigError(
+                f"name {self.name!r} cannot name a block and its tools: use a letter, then "
+                "letters, digits or '_', at most 40 in all (such as 'profile'), or None"
+            )
         if self.scope not in ("thread", "resource"):
             raise ScratchpadConfigError(f"scope must be 'thread' or 'resource', not {self.scope!r}")
         if self.template is not None and not isinstance(self.template, str):

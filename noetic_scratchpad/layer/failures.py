@@ -38,28 +38,38 @@ __all__ = (
 
 #: What the model is told to do after each kind of refused update; ``{tool}`` is the name
 #: of the tool it called, as the host presents it, ``{example}`` an update in the schema's
-#: words. An edit's own reasons are in
+#: words, ``{block}`` the scratchpad called (``the scratchpad "profile"`` for a named one) and
+#: ``{this}`` the same at the start of a sentence. An edit's own reasons are in
 #: :data:`~noetic_scratchpad.edits.EDIT_REASONS`.
 FIX_HINTS = {
     "malformed": "Call {tool} with a JSON object of the fields to change, for example {example}.",
     "schema": "Fix these fields and call {tool} again with only the fields to change.",
-    "too_large": "Condense the scratchpad: replace long lists or notes with a short summary "
+    "too_large": "Condense {block}: replace long lists or notes with a short summary "
     "(writing a key replaces its value) and try again.",
-    "read_only": "This scratchpad is read-only; do not try to update it.",
+    "read_only": "{this} is read-only; do not try to update it.",
     "corrupt": "Do not call {tool} again: carry on with the task without it. The operator "
-    "has been told, and must reset the scratchpad.",
+    "has been told, and must reset {block}.",
 }
 
 
-def refusal_text(exc: ScratchpadUpdateError, tool: str, example: str = FREE_EXAMPLE) -> str:
+def refusal_text(
+    exc: ScratchpadUpdateError,
+    tool: str,
+    example: str = FREE_EXAMPLE,
+    block: str = "the scratchpad",
+) -> str:
     """The model's text for its call of ``tool`` (as the host presents it) that ``exc``
     refused: what happened, then what to do, if there is a hint for its reason.
-    ``example``: an update in the layer's schema's words (``layer.texts.example``)."""
+    ``example``: an update in the layer's schema's words (``layer.texts.example``);
+    ``block``: the scratchpad called, as its texts name it (``layer.texts.block``)."""
     if exc.reason == "shown_in_part":
         return f"{exc.message} {shown_in_part_hint(exc.errors, tool)}"
     hints = EDIT_REASONS if exc.refused == "edit" and exc.reason in EDIT_REASONS else FIX_HINTS
     hint = hints.get(exc.reason)
-    return f"{exc.message} {hint.format(tool=tool, example=example)}" if hint else exc.message
+    if not hint:
+        return exc.message
+    this = "This scratchpad" if block == "the scratchpad" else _capital(block)
+    return f"{exc.message} {hint.format(tool=tool, example=example, block=block, this=this)}"
 
 
 def shown_in_part_hint(parts: Sequence[Mapping[str, Any]], tool: str) -> str:
@@ -93,23 +103,28 @@ def sibling_tool(tool: str, function: str) -> str:
     return f"the scratchpad's {function} tool"
 
 
-def storage_failure_text(exc: StorageError, tool: str) -> str:
-    """The model's text for a write of ``tool`` that storage failed (``exc``)."""
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def storage_failure_text(exc: StorageError, tool: str, block: str = "the scratchpad") -> str:
+    """The model's text for a write of ``tool`` that storage failed (``exc``); ``block``:
+    the scratchpad called, as its texts name it."""
     if isinstance(exc, StorageOutcomeUnknownError):
         return (
-            "The scratchpad did not confirm this call, so it may or may not have been saved. "
-            f"Check the scratchpad, and call {tool} again only if the change is missing."
+            f"{_capital(block)} did not confirm this call, so it may or may not have been "
+            f"saved. Check {block}, and call {tool} again only if the change is missing."
         )
     return (
-        "This call was not saved: the scratchpad's storage failed (the operator can see why "
+        f"This call was not saved: {block}'s storage failed (the operator can see why "
         f"in the logs). Carry on with the task and call {tool} again later."
     )
 
 
-def unreadable_text(tool: str) -> str:
+def unreadable_text(tool: str, block: str = "the scratchpad") -> str:
     """The model's text for a read of ``tool`` that storage failed."""
     return (
-        "The scratchpad could not be read right now: its storage failed (the operator can "
+        f"{_capital(block)} could not be read right now: its storage failed (the operator can "
         f"see why in the logs). Carry on with the task and call {tool} again later."
     )
 
@@ -120,9 +135,10 @@ def unreadable_resource_text() -> str:
     return "The scratchpad's storage failed; the server's log says why. Try again later."
 
 
-def empty_text(kind: str, scope_id: str, update_tool: str) -> str:
+def empty_text(kind: str, scope_id: str, update_tool: str, block: str = "the scratchpad") -> str:
     """The model's text for a read of a scratchpad nothing has been written to (``kind``:
     ``thread`` or ``resource``), naming the tool that writes it, as the host presents it."""
     return (
-        f"The scratchpad of {kind} {scope_id!r} is empty. Call {update_tool} to write your notes."
+        f"{_capital(block)} of {kind} {scope_id!r} is empty. Call {update_tool} to write your "
+        "notes."
     )

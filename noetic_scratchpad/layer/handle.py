@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
-from .. import _json
+from .. import _json, tracing
 from ..context import ExecutionContext
 from ..edits import edited_keys
 from ..events import WriteSource
@@ -24,6 +24,9 @@ from .view import view_of
 from .writer import Prepare, ScopeWriter, Written
 
 __all__ = ("ScratchpadHandle", "copy_state")
+
+# Bound once: None without opentelemetry; OpenTelemetry's functions, not the package's.
+_TRACER, _global_provider, _UNSET = tracing.TRACER, tracing.global_provider, tracing.UNSET
 
 
 class ScratchpadHandle:
@@ -63,6 +66,7 @@ class ScratchpadHandle:
         self._edits = pipeline.config.edit_tool
         self._reads = bool(getattr(owner, "read_tool", False))
         self._advice = str(getattr(owner, "cut_advice", ""))
+        self._name = pipeline.config.name
         self.scope = scope
         """The kind of scope ``scope_key`` names: ``"thread"`` or ``"resource"``."""
         self._writer = ScopeWriter(
@@ -213,7 +217,7 @@ class ScratchpadHandle:
         update's values: treat both as read-only. ``writer``: another writer of this scope
         (a revert's).
         """
-        written = await (writer or self._writer).write(
+        write = (writer or self._writer).write(
             args,
             self.current,
             source=source,
@@ -221,9 +225,46 @@ class ScratchpadHandle:
             expected_revision=expected_revision,
             prepare=prepare,
         )
+        if _TRACER is None or isinstance(_global_provider(), _UNSET):
+            written = await write  # no opentelemetry, or no provider: no span
+        else:
+            written = await self._traced(write, source, prepare)
         if written.wrote:
             self.current = written.snapshot
         return written
+
+    async def _traced(
+        self, write: Coroutine[Any, Any, Written], source: WriteSource, prepare: Prepare | None
+    ) -> Written:
+        """``write`` in a span of its own, a child of the current one (see
+        :mod:`~noetic_scratchpad.tracing`); a span that records nothing (sampled out)
+        costs no further call into the package."""
+        assert _TRACER is not None
+        operation = "revert" if source == "revert" else "edit" if prepare else "update"
+        with _TRACER.start_as_current_span(
+            tracing.OPERATIONS[operation], record_exception=False, set_status_on_exception=False
+        ) as span:
+            if not span.is_recording():
+                return await write
+            key = self.scope_key
+            tracing.start(
+                span,
+                operation,
+                layer_id=self._layer_id,
+                scope_key=key,
+                scope=self.scope,
+                source=source,
+            )
+            try:
+                written = await write
+            except Exception as exc:
+                tracing.failed(span, exc)
+                raise
+            now = written.snapshot
+            tracing.written(
+                span, revision=now.revision, wrote=written.wrote, state=now.state, scope_key=key
+            )
+            return written
 
     async def history(self, limit: int = 20) -> list[HistoryEntry]:
         """The scope's ``limit`` newest journaled writes, newest first, each with what it
@@ -272,9 +313,10 @@ class ScratchpadHandle:
         )
 
     def block(self, budget: int | None = None) -> str:
-        """The ``<scratchpad>`` block of the current state, as ``recall`` gives it, in at
-        most ``budget`` tokens (default, the layer's budget); ``""`` while the scratchpad is
-        empty. Call :meth:`refresh` first to see what other executions wrote."""
+        """The ``<scratchpad>`` block (a named one's ``<scratchpad name="...">``) of the
+        current state, as ``recall`` gives it, in at most ``budget`` tokens (default, the
+        layer's budget); ``""`` while the scratchpad is empty. Call :meth:`refresh` first
+        to see what other executions wrote."""
         state = self.state
         if not state:
             return ""
@@ -289,6 +331,7 @@ class ScratchpadHandle:
             scope=self.scope,
             has_floats=self.floats_hint(state),
             advice=self._advice,
+            name=self._name,
         )
         return view.text or ""
 

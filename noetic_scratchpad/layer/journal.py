@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._time import iso_time
 from ..errors import ScratchpadHistoryError
 from ..merge import MAX_DEPTH
 from ..storage.base import (
@@ -48,6 +49,8 @@ __all__ = (
     "MISSING",
     "HistoryEntry",
     "Revert",
+    "caller_of",
+    "entry_json",
     "entry_of",
     "history_of",
     "state_at",
@@ -318,3 +321,36 @@ def _changes(before: Any, after: Any, keys: Sequence[str] | None) -> dict[str, t
         for key in names
         if before.get(key, MISSING) != after.get(key, MISSING) or keys is not None
     }
+
+
+def entry_json(entry: HistoryEntry, caller: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A history entry as JSON, the one shape of the HTTP API and the command line: its time
+    in ISO 8601 (:func:`~noetic_scratchpad._time.iso_time`), and in its diff a value that
+    was not there left out. ``caller``: who sent the HTTP request that made it, if one did
+    (:func:`caller_of`)."""
+    changes: dict[str, dict[str, Any]] | None = None
+    if entry.changes is not None:
+        changes = {}
+        for key, (before, after) in entry.changes.items():
+            change = changes[key] = {}
+            if before is not MISSING:
+                change["before"] = before
+            if after is not MISSING:
+                change["after"] = after
+    return {
+        "revision": entry.revision,
+        "written_at": iso_time(entry.written_at),
+        "source": entry.source,
+        "call_id": entry.call_id,
+        "caller": caller,
+        "keys": list(entry.keys),
+        "update": entry.update,
+        "replaced": entry.replaced,
+        "changes": changes,
+    }
+
+
+def caller_of(row: JournalRow) -> dict[str, Any] | None:
+    """Who sent the HTTP request that made a journal row (``None``: not a request)."""
+    caller = row.entry.get("caller") if isinstance(row.entry, dict) else None
+    return caller if isinstance(caller, dict) else None

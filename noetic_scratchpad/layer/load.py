@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
-from .. import _runtime
+from .. import _runtime, tracing
 from ..context import ExecutionContext
 from ..errors import StorageCorruptError, StorageError
 from ..events import StateDiscarded
@@ -24,6 +24,8 @@ from .snapshot import Snapshot
 __all__ = ("load", "load_with_journal")
 
 _T = TypeVar("_T")
+# Bound once: None without opentelemetry; OpenTelemetry's functions, not the package's.
+_TRACER, _global_provider, _UNSET = tracing.TRACER, tracing.global_provider, tracing.UNSET
 
 
 async def load(
@@ -36,7 +38,22 @@ async def load(
     """Read the scope's state, waiting at most ``read_timeout``; raises ``StorageError``
     past it. A stored state that cannot be used, or cannot be read back, is reported
     (``StateDiscarded``) and replaced by the initial state (not ``validated``: it is not
-    the state stored at its revision)."""
+    the state stored at its revision).
+
+    With a tracer provider set, one ``search_memory`` span (:mod:`~noetic_scratchpad.tracing`)."""
+    if _TRACER is None or isinstance(_global_provider(), _UNSET):
+        return await _load(pipeline, storage, ctx, layer_id)
+    key = storage.scope_key
+    with tracing.memory_span("read", layer_id=layer_id, scope_key=key, scope=storage.scope) as span:
+        loaded = await _load(pipeline, storage, ctx, layer_id)
+        if span is not None:
+            tracing.read(span, revision=loaded.revision, state=loaded.state, scope_key=key)
+    return loaded
+
+
+async def _load(
+    pipeline: UpdatePipeline, storage: ScopedStorage, ctx: ExecutionContext, layer_id: str
+) -> Snapshot:
     try:
         found = await _within_read_timeout(pipeline, storage, storage.get_revision(STATE_KEY))
     except StorageCorruptError as exc:

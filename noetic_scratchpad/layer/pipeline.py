@@ -52,6 +52,7 @@ class UpdatePipeline:
 
     def __init__(self, config: ScratchpadConfig) -> None:
         self.config = config
+        self._text_notes = config.text_notes  # a property of the config: asked every update
         try:
             self.gate = None if config.schema is None else SchemaGate(config.schema)
         except (TypeError, ValueError, PydanticUserError) as exc:  # types pydantic cannot handle
@@ -71,7 +72,7 @@ class UpdatePipeline:
             raise _read_only("update")
         # A plain dict is copied by to_json_value anyway; anything else is parsed first.
         values = args if type(args) is dict else parse_arguments(args)
-        if self.config.text_notes:
+        if self._text_notes:
             return _text_rewrite(values)
         try:
             cleaned: dict[str, Any] = to_json_value(values)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..context import ExecutionContext
-from ..edits import EDIT_DESCRIPTION, EDIT_PARAMETERS, edit_description
+from ..edits import EDIT_PARAMETERS
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..events import EventBus
 from ..items import FunctionCall, LLMResponse, Message
@@ -27,7 +27,7 @@ from .base import (
     SpawnResult,
     StoreResult,
 )
-from .config import EDIT_TOOL, UPDATE_TOOL, ScratchpadConfig, ScratchpadState
+from .config import ScratchpadConfig, ScratchpadState
 from .handle import ScratchpadHandle, copy_state
 from .load import load
 from .pipeline import Rewrite, UpdatePipeline
@@ -54,15 +54,20 @@ class HostTool:
 
 
 class ScratchpadLayer:
-    """The scratchpad context layer. Build it with :func:`scratchpad`."""
+    """The scratchpad context layer. Build it with :func:`scratchpad`.
 
-    id = "scratchpad"
+    Its ``id`` is the config's ``name`` (``scratchpad`` without one): the key of its
+    handle in ``ctx.context``, of its state in storage, and the first part of its tools'
+    names (``profile/update``).
+    """
+
     name = "Scratchpad"
     slot = Slot.SCRATCHPAD
     budget = Budget(min=200, max=1500)
 
     def __init__(self, config: ScratchpadConfig) -> None:
         self.config = config
+        self.id = config.layer_id
         self.pipeline = UpdatePipeline(config)
         gate = self.pipeline.gate
         parameters: dict[str, Any]
@@ -77,6 +82,7 @@ class ScratchpadLayer:
             text_notes=config.text_notes,
             description=config.description,
             instructions=config.instructions,
+            name=config.name,
         )
         """What the model is told about this scratchpad, in its schema's words."""
         self.provides: dict[str, LayerData | LayerFunction] = {
@@ -92,7 +98,7 @@ class ScratchpadLayer:
             # Strict: every field is required (nullable) and values travel as JSON text,
             # so providers can force the arguments into the schema (see ..edits).
             self.provides["edit"] = LayerFunction(
-                description=EDIT_DESCRIPTION,
+                description=self.texts.edit_description(f"{self.id}/update"),
                 parameters=EDIT_PARAMETERS,
                 transition=self._edit_transition,
                 exposed=not config.read_only,
@@ -115,10 +121,23 @@ class ScratchpadLayer:
             read_tool=self.read_tool and not config.read_only,
         )
         """What a cut view's notice tells the model to do about the parts it cannot see."""
-        self._tools = (UPDATE_TOOL, EDIT_TOOL) if config.edit_tool else (UPDATE_TOOL,)
+        self._tools = tuple(f"{self.id}/{function}" for function in self.functions)
         self.hooks = LayerHooks(
             init=self.init, recall=self.recall, store=self.store, on_spawn=self.on_spawn
         )
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        """The functions a model may call (``update``, and ``edit`` with ``edit_tool=True``),
+        as tools named ``{id}/{function}`` (``scratchpad/update``, ``profile/update``)."""
+        return ("update", "edit") if self.config.edit_tool else ("update",)
+
+    def tool_names(self, separator: str = "_") -> dict[str, str]:
+        """Each function's tool name for a host that joins the id and the function with
+        ``separator`` (``profile_update``; the harness's own names use ``/``)."""
+        return {
+            function: f"{self.id}{separator}{function}" for function in ("update", "edit", "read")
+        }
 
     @property
     def scope(self) -> Literal["thread", "resource"]:
@@ -132,7 +151,7 @@ class ScratchpadLayer:
         self,
         storage: StorageBackend,
         *,
-        thread_id: str,
+        thread_id: str | None = None,
         resource_id: str | None = None,
         events: EventBus | None = None,
         count_tokens: Tokenizer | None = None,
@@ -141,7 +160,10 @@ class ScratchpadLayer:
         needs (a framework integration, a server, an own loop).
 
         The scope is the thread's, or for ``scope="resource"`` the resource's (the thread's
-        when ``resource_id`` is ``None``). ``events``: the bus to report on (share the app's
+        when ``resource_id`` is ``None``). A resource-scoped scratchpad needs only
+        ``resource_id`` (``open(backend, resource_id="alice")``; its events then name the
+        resource as their thread); any other needs ``thread_id``, else
+        ``ScratchpadConfigError``. ``events``: the bus to report on (share the app's
         to see every scope's events; default, a bus of the handle's own, at
         ``handle.ctx.events``). ``count_tokens``: the model's token counter, which sizes
         ``handle.block()`` to its budget (default, about four characters a token). What
@@ -150,6 +172,15 @@ class ScratchpadLayer:
 
         Raises ``StorageError`` when storage does not answer within ``read_timeout``.
         """
+        if thread_id is None:
+            if self.config.scope != "resource" or resource_id is None:
+                needs = (
+                    "resource_id or thread_id" if self.config.scope == "resource" else "thread_id"
+                )
+                raise ScratchpadConfigError(
+                    f"open() of a {self.config.scope}-scoped scratchpad needs {needs}"
+                )
+            thread_id = resource_id  # no thread: the scope is the resource's alone
         ctx = ExecutionContext(
             thread_id=thread_id,
             resource_id=resource_id,
@@ -175,7 +206,7 @@ class ScratchpadLayer:
                 continue
             description = provided.description
             if function == "edit":
-                description = edit_description(names["update"])
+                description = self.texts.edit_description(names["update"])
             tools.append(
                 HostTool(
                     function,
@@ -193,7 +224,7 @@ class ScratchpadLayer:
     async def init(
         self, *, storage: ScopedStorage, scope_key: str, ctx: ExecutionContext
     ) -> InitResult:
-        """Load the scope's state (or the template), and bind ``ctx.context["scratchpad"]``."""
+        """Load the scope's state (or the template), and bind ``ctx.context[self.id]``."""
         loaded = await load(self.pipeline, storage, ctx, layer_id=self.id)
         self.bind(storage, ctx, loaded.state).adopt(loaded)
         return InitResult(state=loaded.state)
@@ -207,7 +238,8 @@ class ScratchpadLayer:
         log: Any = None,
         query: str = "",
     ) -> RecallResult | None:
-        """The ``<scratchpad>`` block for ``state`` in at most ``budget`` tokens, or ``None``."""
+        """The ``<scratchpad>`` block (``<scratchpad name="...">`` for a named one) for
+        ``state`` in at most ``budget`` tokens, or ``None``."""
         if not state:
             return None
         limit = budget.max if isinstance(budget, Budget) else budget
@@ -223,6 +255,7 @@ class ScratchpadLayer:
             scope=self.config.scope,
             has_floats=hint,
             advice=self.cut_advice,
+            name=self.config.name,
         )
         if view.text is None:
             return None
@@ -239,7 +272,8 @@ class ScratchpadLayer:
         log: Any = None,
         response: LLMResponse | None = None,
     ) -> StoreResult | None:
-        """Apply the ``scratchpad/update`` calls in ``new_items``, in order, but those the
+        """Apply the calls of this layer's tools (``{id}/update``, ``{id}/edit``) in
+        ``new_items``, in order, but those the
         runtime's tool path runs itself (their ids are in ``ctx.handled_call_ids``).
 
         A call applied before (the same id and arguments) is a retry: it writes nothing

@@ -22,6 +22,7 @@ def view_of(
     has_floats: bool | None = None,
     report: bool = True,
     advice: str = "",
+    name: str | None = None,
 ) -> RenderedView:
     """The block for ``state`` in at most ``limit`` tokens, counted by ``ctx.tokenize``
     (the host's ``count_tokens``), else estimated; a cut block emits ``ViewTruncated``.
@@ -30,10 +31,16 @@ def view_of(
     a layer of kind ``scope``, looked up only when a cut is reported (a recall every turn).
     ``report=False``: a preview (the inspector's), whose cut is no event: the model saw
     nothing. ``advice``: what the cut notice tells the model to do (the layer's
-    ``cut_advice``).
+    ``cut_advice``). ``name``: a named scratchpad's, whose block is
+    ``<scratchpad name="...">``.
     """
     view = render_view(
-        state, limit, ctx.tokenize or estimate_tokens, has_floats=has_floats, advice=advice
+        state,
+        limit,
+        ctx.tokenize or estimate_tokens,
+        has_floats=has_floats,
+        advice=advice,
+        name=name,
     )
     if view.truncated and report:
         if scope_key is None:

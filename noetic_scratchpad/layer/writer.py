@@ -16,18 +16,42 @@ A write starts from the caller's *base* snapshot (what it last saw): when the ba
 still holds that revision, the stored state is not checked against the schema again;
 when another handle wrote since, :class:`~.snapshot.LatestSnapshots` may know it.
 
-A write with a call id first claims it (:mod:`.calls`): a repeat of a call already applied
-is a retry, which writes nothing and is reported as one ``UpdateRetried``.
+A write with a call id first claims it in the memory of the calls its backend's scopes
+applied lately (:class:`RecentCalls`), so that a call id met again is told apart, by one
+rule on every path that carries a call id (the harness's tool path, the store hook,
+``handle.call``, the framework integrations):
+
+- the same id with the same arguments is a **retry**: nothing is written, the caller gets
+  the first call's result, and an ``UpdateRetried`` event says so;
+- the same id with other arguments is a **new call** (some runtimes number their calls
+  ``call_0`` in every turn): it is applied, and its ``UpdateApplied`` says
+  ``reused_call_id=True``.
+
+"The same arguments" is the same change once parsed and cleaned (whitespace and key order
+do not count) to the same tool (an update and an edit are two calls).
+
+What is remembered: applied calls only (a refused call is refused again, with its event),
+per scope, for every handle on one storage backend object in this process, the last
+:data:`MAX_REMEMBERED_CALLS` call ids across its scopes (the least recently used go
+first). Calls racing with one id and the same arguments: the first applies, the others wait
+for it and are its retries; if it fails or is cancelled, the next one applies.
 
 Reading a scope's state is :mod:`.load`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import orjson
+
 from .. import _runtime
+from .._runtime import Event, new_event
 from ..context import ExecutionContext
 from ..errors import (
     ScratchpadConflictError,
@@ -41,14 +65,23 @@ from ..events import UpdateApplied, UpdateRejected, UpdateRetried, WriteSource
 from ..keys import Scope
 from ..storage import ScopedStorage
 from ..storage.base import Commit, Revision
-from .calls import CallClaim, RecentCalls, change_digest, recent_calls
 from .config import STATE_KEY
 from .journal import entry_of
 from .pipeline import Rewrite, Transition, UpdatePipeline
 from .seen import ViewLimit
 from .snapshot import LatestSnapshots, Snapshot, latest_snapshots
 
-__all__ = ("Change", "ScopeWriter", "Written", "conflict")
+__all__ = (
+    "MAX_REMEMBERED_CALLS",
+    "CallClaim",
+    "Change",
+    "RecentCalls",
+    "ScopeWriter",
+    "Written",
+    "change_digest",
+    "conflict",
+    "recent_calls",
+)
 
 #: A write's change: an update to merge, or a :class:`~.pipeline.Rewrite`.
 Change = Mapping[str, Any] | Rewrite
@@ -98,6 +131,11 @@ class ScopeWriter:
         self._scope_id = scope_key if storage is None else storage.prefix
         # What other handles on the scope left (none without storage: only this one writes).
         self._latest = None if storage is None else latest_snapshots(storage.backend)
+        # The deadline of the loop this writer is made on (handles are made by the layer's
+        # hooks, on the loop that runs them), resolved once.
+        self._wait_for = _runtime.implementation().wait_for
+        # ``storage.commit(STATE_KEY, ...)``, its key resolved once.
+        self._commit = None if storage is None else storage.committer(STATE_KEY)
 
     async def write(
         self,
@@ -127,7 +165,7 @@ class ScopeWriter:
             if not change and not isinstance(change, Rewrite):
                 return Written(change, base, False)
             if call_id is not None:
-                claim = await self._calls.claim(self._scope_id, call_id, change_digest(change))
+                claim = await self._calls.claim(self._scope_id, call_id, change)
                 if claim.retry:
                     self._emit_retried(source, call_id, claim)
                     applied = change.applied if isinstance(change, Rewrite) else change
@@ -143,13 +181,13 @@ class ScopeWriter:
                 base,
                 self._view_limit(source),
             )
-            if self.storage is None:  # a host calling store without init: nothing to persist
+            if self._commit is None:  # a host calling store without init: nothing to persist
                 attempt(Revision(base.state, base.revision))
                 revision, stored_at = None, base.revision  # its snapshots stay at the base's
             else:
-                committed = await _runtime.wait_for(
+                committed = await self._wait_for(
                     self.pipeline.config.write_timeout,
-                    self.storage.commit(STATE_KEY, attempt, keep=attempt.keep),
+                    self._commit(attempt, keep=attempt.keep),
                 )
                 revision = stored_at = committed.revision
         except BaseException as exc:
@@ -334,10 +372,11 @@ class _Attempt:
             value, change, known=known, revision=revision + 1, cleaned=True, seen=self.seen
         )
         self.produced = result
+        snapshot = result.snapshot
         if latest is not None:
-            latest.record(self.scope, self.pipeline, result.snapshot)
+            latest.record(self.scope, self.pipeline, snapshot)
         if self.keep == 0:
-            return Commit(result.state, None, result.snapshot.encoded)
+            return Commit(snapshot.state, None, snapshot.encoded)
         entry = entry_of(
             source=self.source,
             call_id=self.call_id,
@@ -347,7 +386,7 @@ class _Attempt:
             base=result.base,
             merged=not isinstance(change, Rewrite),
         )
-        return Commit(result.state, entry, result.snapshot.encoded)
+        return Commit(snapshot.state, entry, snapshot.encoded)
 
 
 # The model's validator called directly: the same checks without ``BaseModel.__init__``'s
@@ -411,3 +450,143 @@ def _refusal(
             [],
         )
     return None
+
+
+# -- the calls applied lately ------------------------------------------------------------
+
+#: Call ids remembered per storage backend, over all its scopes.
+MAX_REMEMBERED_CALLS = 4096
+#: Calls (distinct arguments) remembered under one id of one scope.
+_CALLS_PER_ID = 4
+#: Longer call ids are remembered by their digest: an id costs its length in memory.
+_MAX_ID_LENGTH = 128
+
+
+def change_digest(change: Any) -> bytes:
+    """What makes two calls the same: the tool (update or edit) and the change, cleaned."""
+    if isinstance(change, Rewrite):
+        kind, value = b"edit:", change.applied
+    else:
+        kind, value = b"update:", change
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # integers past 64 bits: the standard library writes them
+        text = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.blake2b(kind + text, digest_size=16).digest()
+
+
+class _Call:
+    """One call: in flight until :meth:`finish` (applied) or :meth:`fail`."""
+
+    __slots__ = ("_event", "digest", "done", "keys", "revision")
+
+    def __init__(self, digest: bytes) -> None:
+        self.digest = digest
+        self.done = False
+        self.keys: tuple[str, ...] = ()
+        self.revision: int | None = None
+        self._event: Event | None = None  # made only when another call waits for this one
+
+    async def settled(self) -> None:
+        if self._event is None:
+            self._event = new_event()
+        await self._event.wait()
+
+    def wake(self) -> None:
+        if self._event is not None:
+            self._event.set()
+
+
+class CallClaim:
+    """What :meth:`RecentCalls.claim` found: a retry of an applied call (``retry``; its
+    ``keys`` and ``revision``), or a call to apply (``reused``: the id had other calls),
+    which its writer must :meth:`finish` or :meth:`fail`."""
+
+    __slots__ = ("_call", "_calls", "_key", "retry", "reused")
+
+    def __init__(
+        self, calls: RecentCalls, key: tuple[str, str], call: _Call, *, retry: bool, reused: bool
+    ) -> None:
+        self._calls = calls
+        self._key = key
+        self._call = call
+        self.retry = retry
+        self.reused = reused
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self._call.keys
+
+    @property
+    def revision(self) -> int | None:
+        return self._call.revision
+
+    def finish(self, keys: tuple[str, ...], revision: int | None) -> None:
+        """The call was applied: its repeats are retries from now on."""
+        call = self._call
+        call.keys, call.revision, call.done = keys, revision, True
+        call.wake()
+
+    def fail(self) -> None:
+        """The call was not applied (refused, failed, cancelled): forget it, and let a call
+        waiting for it apply itself."""
+        if not self.retry and not self._call.done:
+            self._calls.forget(self._key, self._call)
+            self._call.wake()
+
+
+class RecentCalls:
+    """The calls applied lately to the scopes of one storage backend (bounded, LRU)."""
+
+    def __init__(self, max_calls: int = MAX_REMEMBERED_CALLS) -> None:
+        self._max_calls = max_calls
+        self._calls: OrderedDict[tuple[str, str], list[_Call]] = OrderedDict()
+
+    async def claim(self, scope: str, call_id: str, change: Any) -> CallClaim:
+        """The call ``call_id`` asking for ``change`` (see :func:`change_digest`) on
+        ``scope``: a retry, or a call for the caller to apply. Waits while the same call is
+        in flight elsewhere."""
+        digest = change_digest(change)
+        if len(call_id) > _MAX_ID_LENGTH:
+            call_id = "#" + hashlib.blake2b(call_id.encode(), digest_size=16).hexdigest()
+        key = (scope, call_id)
+        while True:
+            calls = self._calls.get(key)
+            if calls is None:
+                calls = self._calls[key] = []
+                if len(self._calls) > self._max_calls:
+                    self._calls.popitem(last=False)
+            else:
+                self._calls.move_to_end(key)
+            same = next((call for call in calls if call.digest == digest), None)
+            if same is None:
+                call = _Call(digest)
+                reused = bool(calls)
+                calls.append(call)
+                del calls[:-_CALLS_PER_ID]
+                return CallClaim(self, key, call, retry=False, reused=reused)
+            if same.done:
+                return CallClaim(self, key, same, retry=True, reused=True)
+            await same.settled()  # then: a retry of it, or (it failed) apply it here
+
+    def forget(self, key: tuple[str, str], call: _Call) -> None:
+        calls = self._calls.get(key)
+        if calls is not None and call in calls:
+            calls.remove(call)
+            if not calls:
+                del self._calls[key]
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+
+_by_backend: weakref.WeakKeyDictionary[object, RecentCalls] = weakref.WeakKeyDictionary()
+
+
+def recent_calls(owner: object) -> RecentCalls:
+    """The memory of applied calls shared by every handle on ``owner`` (a storage backend;
+    it lives as long as the backend does)."""
+    calls = _by_backend.get(owner)
+    if calls is None:
+        calls = _by_backend[owner] = RecentCalls()
+    return calls

@@ -18,7 +18,7 @@ from ..items import FunctionCall, Item, LLMResponse, Message
 from ..layer import ContextLayer, LayerHandle
 from ..placement import DEFAULT_PLACEMENT, Placement, arrange
 from .model import ModelRequest, ToolSpec, ToolsRenamed, as_response
-from .toolcalls import LayerTool, ToolCalls
+from .toolcalls import LayerTool, ToolCalls, presented_specs
 from .tools import Agent, Tool
 
 __all__ = ("Execution", "LayerStack", "RunResult", "bound_handle")
@@ -144,7 +144,9 @@ class Execution:
         query = _last_user_text(conversation)
         specs, tools = self.toolset(self.agent)
         sent_names = self._sent_names(specs)
+        specs = presented_specs(specs, self.layer_tools, self.stack.core, sent_names)
         calls: list[FunctionCall] = []
+        tool_calls = ToolCalls(ctx, self.stack.core, self.layer_tools, specs, tools, sent_names)
         for step in range(1, self.limit + 1):
             response = await self._ask(step, specs, states, query, conversation)
             conversation.extend(response.items)
@@ -153,9 +155,7 @@ class Execution:
             await self.stack.store(ctx, states, response)
             if not calls:
                 return self._result(response, conversation, step, states)
-            tool_calls = ToolCalls(ctx, self.stack.core, self.layer_tools, specs, tools, sent_names)
-            for call in calls:
-                conversation.append(await tool_calls.run(call))
+            conversation.extend(await tool_calls.run(calls))
             await self.stack.refresh(ctx, states)
         raise self._limit_reached(calls)
 

@@ -3,6 +3,7 @@ error outputs the model reads when a call cannot run."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,11 +14,11 @@ from ..context import ExecutionContext
 from ..core import ScratchpadCore, format_output
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..items import FunctionCall, FunctionCallOutput
-from ..layer import ContextLayer, LayerFunction
+from ..layer import ContextLayer, LayerFunction, ScratchpadLayer
 from .model import ToolSpec
 from .tools import Agent, Tool
 
-__all__ = ("LayerTool", "ToolCalls", "agent_toolset", "collect_layer_tools")
+__all__ = ("LayerTool", "ToolCalls", "agent_toolset", "collect_layer_tools", "presented_specs")
 
 logger = logging.getLogger("noetic_scratchpad.runtime")
 
@@ -54,6 +55,30 @@ def collect_layer_tools(
     return layer_tools, specs
 
 
+def presented_specs(
+    specs: Sequence[ToolSpec],
+    layer_tools: Mapping[str, LayerTool],
+    core: ScratchpadCore,
+    sent_names: Mapping[str, str],
+) -> list[ToolSpec]:
+    """``specs`` as a provider adapter sends them (``sent_names``: our name -> the model's):
+    a scratchpad's tool descriptions that name another of its tools (the edit tool names
+    the update tool) name it as the model sees it, ``profile__update``."""
+    if not sent_names:
+        return list(specs)
+    presented = []
+    for spec in specs:
+        tool = layer_tools.get(spec.name)
+        layer = core.layer(tool.layer_id) if tool is not None else None
+        if tool is not None and isinstance(layer, ScratchpadLayer):
+            ours = layer.tool_names("/")
+            names = {function: sent_names.get(name, name) for function, name in ours.items()}
+            described = {each.function: each.description for each in layer.host_tools(names)}
+            spec = dataclasses.replace(spec, description=described[tool.function])
+        presented.append(spec)
+    return presented
+
+
 def agent_toolset(
     agent: Agent, layer_tools: Mapping[str, LayerTool], layer_specs: Sequence[ToolSpec]
 ) -> tuple[list[ToolSpec], dict[str, Tool]]:
@@ -68,10 +93,10 @@ def agent_toolset(
 
 
 class ToolCalls:
-    """Executes the tool calls of one model response, in order.
+    """Executes the tool calls of a run's model responses, each response's in order.
 
     A call id met again: the layers' tools tell a retry from a new call themselves (see
-    :mod:`noetic_scratchpad.layer.calls`); for the agent's tools, a call repeated in the
+    :mod:`noetic_scratchpad.layer.writer`); for the agent's tools, a call repeated in the
     response with the same arguments is not run again and gets the first output, and with
     other arguments it is a new call and runs.
 
@@ -101,7 +126,13 @@ class ToolCalls:
         # The agent tools' calls run so far in this response: id -> (arguments, output).
         self._ran: dict[str, tuple[Any, FunctionCallOutput]] = {}
 
-    async def run(self, call: FunctionCall) -> FunctionCallOutput:
+    async def run(self, calls: Sequence[FunctionCall]) -> list[FunctionCallOutput]:
+        """Execute the ``calls`` of one response, in order; their outputs, or the error
+        outputs the model reads."""
+        self._ran.clear()
+        return [await self._one(call) for call in calls]
+
+    async def _one(self, call: FunctionCall) -> FunctionCallOutput:
         """Execute ``call``; its output, or the error output the model reads."""
         if call.name in self._layer_tools:
             return await self._run(call)

@@ -6,6 +6,9 @@
 and run its lifespan inside the host's (see docs/server.md).
 """
 
-from .app import ScratchpadApp, create_app
+from .._extras import needs_extra
+
+with needs_extra("noetic_scratchpad.server", "server", "Starlette", ("starlette", "uvicorn")):
+    from .app import ScratchpadApp, create_app
 
 __all__ = ("ScratchpadApp", "create_app")

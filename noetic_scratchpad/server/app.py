@@ -33,7 +33,7 @@ from ..layer import ScratchpadLayer
 from ..render import Tokenizer
 from ..storage import StorageBackend
 from .context import Limits, ServerContext, layers_by_kind
-from .guard import Guard, check_token
+from .guard import Guard, check_read_only_token, check_token
 from .openapi import openapi_document
 from .pages import Pages
 from .problems import Problem, handle_problem, handle_unexpected
@@ -184,6 +184,7 @@ def create_app(
     session_max_age: float = DEFAULT_MAX_AGE,
     session_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     count_tokens: Tokenizer | None = None,
+    read_only_token: str | None = None,
 ) -> ScratchpadApp:
     """The scratchpads over HTTP: an ASGI app to serve, or to mount in your app.
 
@@ -192,6 +193,8 @@ def create_app(
     ``layers``: the scratchpad layers whose scopes it serves, at most one thread-scoped and
     one resource-scoped (default: plain ones of both kinds). ``token``: when set, every
     request needs ``Authorization: Bearer <token>`` (or the inspector's session cookie).
+    ``read_only_token``: a second token, beside ``token``, that may read everything (the
+    event streams and the inspector too) and is refused 403 for every write.
     ``events``: the app-wide bus (default: the app's own, closed at shutdown).
     ``cors_origins``: origins allowed to call it from a browser (default: none).
     ``trusted_hosts``: when set, other ``Host`` headers are refused (DNS rebinding).
@@ -212,6 +215,7 @@ def create_app(
     if not isinstance(keepalive, int | float) or not 0 < keepalive <= 3600:
         raise ValueError(f"keepalive must be a number of seconds in (0, 3600], not {keepalive!r}")
     token = check_token(token)
+    read_only_token = check_read_only_token(read_only_token, token)
     sessions = Sessions(
         max_age=check_lifetime("session_max_age", session_max_age),
         idle_timeout=check_lifetime("session_idle_timeout", session_idle_timeout),
@@ -228,13 +232,18 @@ def create_app(
         token_required=token is not None,
     )
     pages = Pages(
-        openapi_document(by_kind, token=token is not None, limits=limits),
+        openapi_document(
+            by_kind,
+            token=token is not None,
+            read_only_token=read_only_token is not None,
+            limits=limits,
+        ),
         sessions=sessions if token else None,
     )
     return ScratchpadApp(
         ctx,
         routes=_routes(ScopeRoutes(ctx), pages),
-        middleware=_middleware(token, trusted_hosts, cors_origins, sessions),
+        middleware=_middleware(token, read_only_token, trusted_hosts, cors_origins, sessions),
     )
 
 
@@ -254,11 +263,20 @@ def _routes(scopes: ScopeRoutes, pages: Pages) -> list[Route]:
 
 def _middleware(
     token: str | None,
+    read_only_token: str | None,
     trusted_hosts: Sequence[str] | None,
     cors_origins: Sequence[str],
     sessions: Sessions,
 ) -> list[Middleware]:
-    middleware = [Middleware(Guard, token=token, trusted_hosts=trusted_hosts, sessions=sessions)]
+    middleware = [
+        Middleware(
+            Guard,
+            token=token,
+            read_only_token=read_only_token,
+            trusted_hosts=trusted_hosts,
+            sessions=sessions,
+        )
+    ]
     if cors_origins:
         # Outside the guard: a browser's preflight carries no credentials.
         cors = Middleware(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from .. import _json
+from .._time import iso_time
 from .problems import Problem
 
 __all__ = ("int_param", "iso_time", "json_response", "read_json_object")
@@ -90,12 +90,6 @@ def int_param(request: Request, name: str, default: int, minimum: int, maximum: 
         f"`{name}` must be an integer from {minimum} to {maximum}, not {raw!r}.",
         kind="invalid-parameter",
     )
-
-
-def iso_time(timestamp: float) -> str:
-    """Unix seconds as ISO 8601 in UTC, to the millisecond: ``2026-12-03T17:40:12.345Z``."""
-    moment = datetime.fromtimestamp(timestamp, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _too_large(limit: int) -> Problem:

@@ -35,6 +35,7 @@ MAX_OFFSET = 10**9
 _PROBLEMS = {
     400: "Invalid scope id, query parameter or JSON body",
     401: "No token, or a wrong one",
+    403: "A write sent with the read-only token (or a session it started)",
     404: "No such scope, or nothing stored for it",
     405: "Method not allowed",
     409: "The scratchpad is read-only, the revision cannot be restored, or the stored state "
@@ -48,9 +49,14 @@ _PROBLEMS = {
 
 
 def openapi_document(
-    layers: dict[Scope, ScratchpadLayer], *, token: bool, limits: Limits
+    layers: dict[Scope, ScratchpadLayer],
+    *,
+    token: bool,
+    limits: Limits,
+    read_only_token: bool = False,
 ) -> dict[str, Any]:
-    """The document for an app serving ``layers``; ``token``: whether auth is on."""
+    """The document for an app serving ``layers``; ``token``: whether auth is on;
+    ``read_only_token``: whether a read-only token is, whose writes are refused 403."""
     schemas = base_schemas(list(layers))
     paths: dict[str, Any] = {
         "/api/scopes": {"get": _list_operation(list(layers), token, limits)},
@@ -94,6 +100,11 @@ def openapi_document(
         paths[base + "/events"] = {
             "get": _events_operation(f"Events of one {kind} scope", token, limits, scoped=True)
         }
+    if read_only_token:
+        for path, operations in paths.items():
+            for method, operation in operations.items():
+                if method in ("post", "put", "patch", "delete") and path != "/api/session":
+                    operation["responses"]["403"] = _problem(403)
     document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {
@@ -442,11 +453,15 @@ def _operation(
 ) -> dict[str, Any]:
     responses: dict[str, Any] = {str(status): body for status, body in ok.items()}
     for status in [*problems, *([401] if token else [])]:
-        responses[str(status)] = {
-            "description": _PROBLEMS[status],
-            "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
-        }
+        responses[str(status)] = _problem(status)
     return {"summary": summary, "responses": responses}
+
+
+def _problem(status: int) -> dict[str, Any]:
+    return {
+        "description": _PROBLEMS[status],
+        "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from .guard import COOKIE_NAME, session_cookie
+from .guard import COOKIE_NAME, access_of, session_cookie
 from .inputs import json_response
 from .sessions import Sessions
 
@@ -65,16 +65,20 @@ class Pages:
         return json_response({**self.document, "servers": [{"url": root or "/"}]})
 
     async def session_info(self, request: Request) -> Response:
-        """Whether this server needs a token (the caller, past the guard, has one)."""
-        return json_response({"token_required": self.sessions is not None})
+        """Whether this server needs a token (the caller, past the guard, has one), and
+        whether the caller's may only read."""
+        read_only = access_of(request.scope) == "read"
+        return json_response({"token_required": self.sessions is not None, "read_only": read_only})
 
     async def start_session(self, request: Request) -> Response:
-        """Start a session and set its cookie (the guard has checked the token already)."""
+        """Start a session and set its cookie (the guard has checked the token already):
+        a read-only one for the read-only token."""
         response = Response(status_code=204)
         if self.sessions is not None:
+            read_only = access_of(request.scope) == "read"
             response.set_cookie(
                 COOKIE_NAME,
-                self.sessions.start(),
+                self.sessions.start(read_only=read_only),
                 max_age=math.ceil(self.sessions.max_age),
                 path=_cookie_path(request),
                 httponly=True,

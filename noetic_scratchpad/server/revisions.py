@@ -24,10 +24,10 @@ from starlette.responses import Response
 from .. import _json
 from ..errors import ScratchpadConflictError, ScratchpadHistoryError, ScratchpadUpdateError
 from ..layer import ScratchpadHandle
-from ..layer.journal import MISSING, HistoryEntry, history_of
+from ..layer.journal import caller_of, entry_json, history_of
 from ..storage.base import JournalRow, Revision
 from .context import ServerContext
-from .inputs import int_param, iso_time, json_response, read_json_object
+from .inputs import int_param, json_response, read_json_object
 from .problems import Problem, storage_errors, update_problem
 from .target import Target
 
@@ -139,13 +139,13 @@ class Revisions:
         entries = history_of(
             found.value, found.revision, ((r.revision, r.written_at, r.entry) for r in rows)
         )
-        callers = {row.revision: _caller(row.entry) for row in rows}
+        callers = {row.revision: caller_of(row) for row in rows}
         body = {
             "kind": target.kind,
             "id": target.id,
             "layer": target.layer_id,
             "revision": found.revision,
-            "entries": [_entry(entry, callers.get(entry.revision)) for entry in entries],
+            "entries": [entry_json(entry, callers.get(entry.revision)) for entry in entries],
         }
         return json_response(body)
 
@@ -250,36 +250,6 @@ def _revision_of(body: Mapping[str, Any]) -> int:
         f"initial state), and no other key; got {got}. Nothing was written.",
         kind="invalid-revert",
     )
-
-
-def _caller(entry: Any) -> dict[str, Any] | None:
-    """Who sent the HTTP request that made a journal entry (``None``: not a request)."""
-    caller = entry.get("caller") if isinstance(entry, dict) else None
-    return caller if isinstance(caller, dict) else None
-
-
-def _entry(entry: HistoryEntry, caller: dict[str, Any] | None) -> dict[str, Any]:
-    """A history entry as JSON; in its diff, a value that was not there is left out."""
-    changes: dict[str, dict[str, Any]] | None = None
-    if entry.changes is not None:
-        changes = {}
-        for key, (before, after) in entry.changes.items():
-            change = changes[key] = {}
-            if before is not MISSING:
-                change["before"] = before
-            if after is not MISSING:
-                change["after"] = after
-    return {
-        "revision": entry.revision,
-        "written_at": iso_time(entry.written_at),
-        "source": entry.source,
-        "call_id": entry.call_id,
-        "caller": caller,
-        "keys": list(entry.keys),
-        "update": entry.update,
-        "replaced": entry.replaced,
-        "changes": changes,
-    }
 
 
 def _contended(action: str) -> Problem:

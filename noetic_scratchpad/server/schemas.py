@@ -31,8 +31,14 @@ def base_schemas(kinds: list[Scope]) -> dict[str, Any]:
         },
         "Session": {
             "type": "object",
-            "required": ["token_required"],
-            "properties": {"token_required": {"type": "boolean"}},
+            "required": ["token_required", "read_only"],
+            "properties": {
+                "token_required": {"type": "boolean"},
+                "read_only": {
+                    "type": "boolean",
+                    "description": "Whether the caller's credentials may only read",
+                },
+            },
         },
         "Scope": {
             "type": "object",

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from .. import tracing
 from ..errors import ScratchpadUpdateError
 from ..events import ScratchpadEvent
 from ..keys import SCOPES, layer_prefix, parse_state_key
@@ -160,7 +161,13 @@ class ScopeRoutes:
 
     async def read(self, request: Request, target: Target) -> Response:
         """The stored state and its revision, with its ETag; 404 when nothing is stored."""
-        found = await self.revisions.stored(target)
+        with tracing.memory_span(
+            "read", layer_id=target.layer_id, scope_key=target.id, scope=target.kind
+        ) as span:
+            found = await self.revisions.stored(target)
+            if span is not None:
+                stored = (None, None) if found is None else (found.revision, found.value)
+                tracing.read(span, revision=stored[0], state=stored[1], scope_key=target.id)
         if found is None:
             raise not_stored(target)
         return scope_response(target, found.value, found.revision)
@@ -197,10 +204,20 @@ class ScopeRoutes:
         """Delete the scope's state; 404 when nothing is stored. The state is not read, so
         a scope whose stored value cannot be read can still be reset."""
         backend = self.ctx.storage()
-        with storage_errors(), anyio.fail_after(self.ctx.read_timeout(target.kind)):
-            if target.key not in await backend.list(target.key):
-                raise not_stored(target)
-            await backend.delete(target.key)
+        with (
+            storage_errors(),
+            tracing.memory_span(
+                "reset", layer_id=target.layer_id, scope_key=target.id, scope=target.kind
+            ) as span,
+            anyio.fail_after(self.ctx.read_timeout(target.kind)),
+        ):
+            stored = target.key in await backend.list(target.key)
+            if stored:
+                await backend.delete(target.key)
+            if span is not None:
+                span.set_attribute(tracing.RECORD_COUNT, int(stored))
+        if not stored:
+            raise not_stored(target)
         return Response(status_code=204)
 
     # -- event streams ---------------------------------------------------------------------

@@ -51,6 +51,7 @@ def check_lifetime(name: str, value: object) -> float:
 class _Session:
     started: float
     used: float
+    read_only: bool = False
 
 
 class Sessions:
@@ -73,26 +74,32 @@ class Sessions:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def start(self) -> str:
-        """A new session; its id, for the cookie."""
+    def start(self, *, read_only: bool = False) -> str:
+        """A new session; its id, for the cookie. ``read_only``: started with the read-only
+        token, so it may only read, as that token may."""
         now = self.clock()
         for key in [key for key, session in self._sessions.items() if self._over(session, now)]:
             del self._sessions[key]
         while len(self._sessions) >= self.limit:
             del self._sessions[next(iter(self._sessions))]
         session_id = secrets.token_urlsafe(32)
-        self._sessions[_digest(session_id)] = _Session(started=now, used=now)
+        self._sessions[_digest(session_id)] = _Session(started=now, used=now, read_only=read_only)
         return session_id
 
     def check(self, session_id: str | None) -> bool:
         """Whether ``session_id`` names a session that has not ended; a use of it."""
+        return self.use(session_id) is not None
+
+    def use(self, session_id: str | None) -> bool | None:
+        """Whether the session ``session_id`` names is read-only; ``None`` when it names
+        no session that has not ended. A use of it."""
         key = self._live(session_id)
         if key is None:
-            return False
+            return None
         session = self._sessions.pop(key)
         session.used = self.clock()
         self._sessions[key] = session  # to the end: the most recently used
-        return True
+        return session.read_only
 
     def alive(self, session_id: str) -> bool:
         """Whether ``session_id`` names a session that has not ended (not a use of it)."""

@@ -79,6 +79,7 @@ class ModelViews:
             scope_key=target.id,
             report=False,
             advice=handle.cut_advice,
+            name=layer.config.name,
         )
         cut = None
         if view.truncated:

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._extras import install_hint
 from .._runtime import running_async_library
 from ..errors import StorageConfigError
 from .base import (
@@ -61,6 +62,7 @@ __all__ = (
     "ScopedStorage",
     "StorageBackend",
     "UpdateFn",
+    "check_storage_url",
     "decode_json",
     "encode_json",
     "open_storage",
@@ -109,9 +111,43 @@ async def open_storage(url: str | None = None, **options: Any) -> StorageBackend
     under another async library such as trio; the message says how to fix it.
     """
     resolved = resolve_storage_url(url)
-    shown = redact_url(resolved)  # a URL may hold a password: messages show it hidden
+    scheme = _scheme_of(resolved)
+    if scheme in _REGISTERED:
+        return await _REGISTERED[scheme](resolved, **options)
+    if scheme in _ASYNCIO_ONLY:
+        _require_asyncio(scheme)
+    module_name, class_name, extra = _BUILTIN[scheme]
     try:
-        scheme = urlsplit(resolved).scheme.lower()
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        hint = install_hint(extra) if extra else "pip install aiosqlite"
+        raise StorageConfigError(
+            f"the {scheme} backend needs {_distribution(exc)}, which is not installed; run: {hint}"
+        ) from exc
+    backend: StorageBackend = await getattr(module, class_name).open(resolved, **options)
+    return backend
+
+
+def check_storage_url(url: str) -> str:
+    """The scheme of ``url`` once it is one :func:`open_storage` knows; a
+    :class:`StorageConfigError` saying why not otherwise (no scheme, an unknown one, a
+    ``sqlite://`` URL whose file cannot be opened: a malformed URL, a directory that does
+    not exist). Opens nothing and creates nothing: a command line checks its arguments
+    with it before it starts. A server's address is only checked by connecting to it."""
+    scheme = _scheme_of(url)
+    if scheme == "sqlite":
+        from .sqlite.options import check_path, parse_sqlite_url
+
+        check_path(parse_sqlite_url(url).path)
+    return scheme
+
+
+def _scheme_of(url: str) -> str:
+    """The scheme of ``url``, lower case; a :class:`StorageConfigError` unless one of
+    :func:`open_storage`'s."""
+    shown = redact_url(url)  # a URL may hold a password: messages show it hidden
+    try:
+        scheme = urlsplit(url).scheme.lower()
     except ValueError as exc:  # an unbalanced "[" of an IPv6 host, for one
         raise StorageConfigError(f"storage URL {shown!r} cannot be parsed: {exc}") from None
     if not scheme:
@@ -119,26 +155,13 @@ async def open_storage(url: str | None = None, **options: Any) -> StorageBackend
             f"storage URL {shown!r} has no scheme; use memory://, "
             "sqlite:///path/to/file.db or postgresql://user@host/db"
         )
-    if scheme in _REGISTERED:
-        return await _REGISTERED[scheme](resolved, **options)
-    if scheme not in _BUILTIN:
+    if scheme not in _BUILTIN and scheme not in _REGISTERED:
         known = ", ".join(sorted({*_BUILTIN, *_REGISTERED}))
         raise StorageConfigError(
             f"unknown storage scheme {scheme!r} in {shown!r}; known schemes: {known} "
             "(or register one with noetic_scratchpad.storage.register_backend)"
         )
-    if scheme in _ASYNCIO_ONLY:
-        _require_asyncio(scheme)
-    module_name, class_name, extra = _BUILTIN[scheme]
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        hint = f"pip install 'noetic-scratchpad[{extra}]'" if extra else "pip install aiosqlite"
-        raise StorageConfigError(
-            f"the {scheme} backend needs {_distribution(exc)}, which is not installed; run: {hint}"
-        ) from exc
-    backend: StorageBackend = await getattr(module, class_name).open(resolved, **options)
-    return backend
+    return scheme
 
 
 def _require_asyncio(scheme: str) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Coroutine, Iterable
+import functools
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from .base import (
@@ -68,6 +69,14 @@ class NamespacedStorage(StorageBackend):
         """The backend's :meth:`~.purge.PurgesDeleted.purge_deleted` under this prefix
         (``None`` when it has none)."""
         return await purge_deleted(self.backend, self.prefix + prefix)
+
+    def committer(self, key: str) -> Callable[..., Coroutine[Any, Any, Revision]]:
+        """:meth:`commit` of ``key``, bound once for a caller that commits that key again
+        and again (a scope's writer): ``await committer(fn, keep=keep)``. The backend's own
+        ``commit`` under the full key, unless a subclass changed :meth:`commit`."""
+        if getattr(self.commit, "__func__", None) is not NamespacedStorage.commit:
+            return functools.partial(self.commit, key)
+        return functools.partial(self.backend.commit, self.prefix + key)
 
     # The hot paths hand back the backend's own coroutine: one frame less per call.
     def commit(self, key: str, fn: CommitFn, *, keep: int) -> Coroutine[Any, Any, Revision]:

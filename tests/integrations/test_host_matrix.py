@@ -32,7 +32,7 @@ import openai
 import pytest
 from agents import Agent as AgentsAgent
 from agents import Runner, set_tracing_disabled
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.types import TextContent
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.messages import (
@@ -99,6 +99,8 @@ class Seen:
 
     tools: list[str] = field(default_factory=list)
     texts: dict[str, str] = field(default_factory=dict)
+    everything: str = ""
+    """All the model was sent, as text: instructions, the block, tools, every result."""
 
 
 # -- the hosts ---------------------------------------------------------------------------
@@ -145,6 +147,7 @@ class ScriptedHarness(Host):
         seen = Seen(tools=[spec.name for spec in model.requests[0].tools])
         for request in model.requests:
             seen.texts.update(_harness_outputs(request))
+        seen.everything = repr(model.requests)
         return seen
 
 
@@ -227,7 +230,11 @@ class ProviderHarness(Host):
         async with harness:
             await harness.run("go", thread_id=thread, resource_id=resource)
         await model.client.close()
-        return Seen(tools=self._tool_names(sent[0]), texts=self._outputs(sent))
+        return Seen(
+            tools=self._tool_names(sent[0]),
+            texts=self._outputs(sent),
+            everything=json.dumps(sent, ensure_ascii=False),
+        )
 
     def _tool_names(self, body: dict[str, Any]) -> list[str]:
         tools = body.get("tools", [])
@@ -273,6 +280,7 @@ class PydanticAIHost(Host):
         requests: list[ModelRequest] = []
 
         async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            seen.everything += repr(messages) + repr(info)
             if not seen.tools:
                 seen.tools = [tool.name for tool in info.function_tools]
             last = messages[-1]
@@ -321,6 +329,7 @@ class AgentsSDKHost(Host):
         seen = Seen(tools=[tool.name for tool in model.calls[0].tools])
         for call in model.calls:
             seen.texts.update(call.outputs())
+        seen.everything = repr(model.calls)
         return seen
 
 
@@ -336,13 +345,21 @@ class MCPHost(Host):
     async def run(
         self, layer: ScratchpadLayer, storage: StorageBackend, calls: Sequence[Call]
     ) -> Seen:
-        scope_arg = {layer.scope: RESOURCE if layer.scope == "resource" else THREAD}
+        # Pinned to the scope, as `mcp --thread t1` serves it: the model names none.
+        scope_id = RESOURCE if layer.scope == "resource" else THREAD
         seen = Seen()
-        async with Client(create_server(layer, storage)) as client:
-            seen.tools = [tool.name for tool in (await client.list_tools()).tools]
+        async with Client(create_server(layer, storage, default_id=scope_id)) as client:
+            listed = (await client.list_tools()).tools
+            seen.tools = [tool.name for tool in listed]
+            # What a client shows the model: the instructions, the tools, every result
+            # (and, for a model that reads its notes first, scratchpad_read's).
+            seen.everything = f"{client.instructions}{listed!r}"
+            read = await client.call_tool("scratchpad_read", {})
+            seen.everything += repr(read)
             for c in calls:
                 args = {"update": c.args} if c.kind == "update" else dict(c.args)
-                result = await client.call_tool(self.names[c.kind], {**args, **scope_arg})
+                result = await client.call_tool(self.names[c.kind], args)
+                seen.everything += repr(result)
                 content = result.content[0]
                 assert isinstance(content, TextContent)
                 seen.texts[c.call_id] = content.text
@@ -528,8 +545,34 @@ async def test_every_option_means_the_same_over_http(option: str) -> None:
 
 SECRET_PATH = "/var/lib/acme/secret-notes.db"
 SECRET_HOST = "db-7.internal.acme"
+SECRET_PASSWORD = "hunter2-Zq9"
 DRIVER_TEXT = "disk I/O error"
-LEAKS = (SECRET_PATH, SECRET_HOST, DRIVER_TEXT, "OSError", "InjectedFault")
+LEAKS = (
+    SECRET_PATH,
+    SECRET_HOST,
+    SECRET_PASSWORD,
+    DRIVER_TEXT,
+    "OSError",
+    "InjectedFault",
+    "DriverError",
+    "postgresql://",
+)
+
+
+class DriverError(Exception):
+    """An exception of a database driver's own type, as a backend may let through."""
+
+
+def _storage_errors() -> dict[str, Exception]:
+    """A failure as each kind of backend reports it, every one naming a file, a host and a
+    password (a driver's message often quotes the connection string)."""
+    dsn = f"postgresql://app:{SECRET_PASSWORD}@{SECRET_HOST}:5432/notes"
+    where = f"{DRIVER_TEXT} at {SECRET_PATH} on {dsn}"
+    return {
+        "os": OSError(5, where),
+        "storage": StorageError(where),
+        "driver": DriverError(where),
+    }
 
 
 def _faulty(mode: Literal["failed", "unknown"]) -> FaultyStorage:
@@ -562,6 +605,98 @@ async def test_storage_details_never_reach_the_model(
     assert host.names["update"] in text  # what to call again, by the name the model knows
     if mode == "failed":  # the operator still learns where and why
         assert SECRET_PATH in caplog.text
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("error", sorted(_storage_errors()))
+@pytest.mark.parametrize("host", HOSTS, ids=lambda host: host.name)
+async def test_nothing_the_model_is_sent_carries_storage_details(
+    host: Host, error: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Storage fails on every write of a run, with an error of each type a backend may
+    raise: the instructions, the block, the tool list and every tool result the model is
+    sent hold no path, host, password, driver message or exception name; the operator's
+    log has them."""
+    layer = scratchpad(schema=TaskNotes, edit_tool=True)
+    failing = FaultyStorage(MemoryStorage(), fail_on={"commit"}, error=_storage_errors()[error])
+    caplog.set_level(logging.WARNING, logger="noetic_scratchpad")
+
+    seen = await host.run(layer, failing, [UPDATE, REFUSED_EDIT])
+
+    assert seen.everything
+    for leak in LEAKS:
+        assert leak not in seen.everything, f"{host.name} sent the model {leak!r}"
+    assert "was not saved" in seen.texts[UPDATE.call_id]
+    assert SECRET_PATH in caplog.text
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("error", sorted(_storage_errors()))
+@pytest.mark.parametrize("host", [h for h in HOSTS if h.name != "mcp"], ids=lambda host: host.name)
+async def test_a_failed_read_before_the_run_stops_it_before_the_model_is_called(
+    host: Host, error: str
+) -> None:
+    """In process, the state is read before the model is called: a backend failing there
+    fails the run with its own error, for the application (docs/reliability.md, "Not
+    guaranteed"), and the model is sent nothing, so none of it."""
+    failing = FaultyStorage(
+        MemoryStorage(), fail_on={"get", "get_revision"}, error=_storage_errors()[error]
+    )
+    with pytest.raises(type(_storage_errors()[error])):
+        await host.run(scratchpad(schema=TaskNotes), failing, [UPDATE])
+    assert failing.calls.get("commit", 0) == 0  # no tool call was made
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("error", sorted(_storage_errors()))
+async def test_a_failed_read_over_mcp_shows_no_storage_detail_whatever_the_error(
+    error: str,
+) -> None:
+    """Over MCP the model reads through a tool (and the client through a resource): the
+    backend's own error type, a driver's or an OSError, reaches neither."""
+    failing = FaultyStorage(
+        MemoryStorage(), fail_on={"get", "get_revision"}, error=_storage_errors()[error]
+    )
+    answers: list[str] = []
+    async with Client(create_server(scratchpad(), failing)) as client:
+        try:
+            answers.append(repr(await client.call_tool("scratchpad_read", {})))
+        except MCPError as exc:
+            answers.append(f"{exc} {exc.error!r}")
+        try:
+            answers.append(repr(await client.read_resource("scratchpad://thread/default")))
+        except MCPError as exc:
+            answers.append(f"{exc} {exc.error!r}")
+    for answer in answers:
+        assert not [leak for leak in LEAKS if leak in answer], answer
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("error", sorted(_storage_errors()))
+async def test_the_http_apps_answers_carry_no_storage_detail(
+    error: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The HTTP app's own text for the model's view, a read and an update, with storage
+    failing on every read and write."""
+    failing = FaultyStorage(
+        MemoryStorage(),
+        fail_on={"get", "get_revision", "commit"},
+        error=_storage_errors()[error],
+    )
+    caplog.set_level(logging.WARNING)
+    pad = create_app(failing, layers=[scratchpad(schema=TaskNotes)])
+    async with pad.lifespan():
+        transport = httpx.ASGITransport(app=pad, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            answers = [
+                await client.get(f"/api/scopes/thread/{THREAD}/view"),
+                await client.get(f"/api/scopes/thread/{THREAD}"),
+                await client.patch(f"/api/scopes/thread/{THREAD}", json={"currentGoal": "x"}),
+            ]
+    for answer in answers:
+        assert answer.status_code >= 500, answer.text
+        assert not [leak for leak in LEAKS if leak in answer.text], answer.text
+    assert SECRET_PATH in caplog.text
 
 
 @pytest.mark.asyncio

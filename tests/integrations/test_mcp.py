@@ -30,6 +30,7 @@ from noetic_scratchpad import (
 )
 from noetic_scratchpad.integrations.mcp import (
     DEFAULT_MAX_MESSAGE_BYTES,
+    EDIT_TOOL,
     READ_TOOL,
     UPDATE_TOOL,
     create_server,
@@ -75,9 +76,16 @@ async def connect(
     *,
     mode: str = "auto",
     default_id: str = "default",
+    allow_scope_argument: bool = False,
     events: EventBus | None = None,
 ) -> AsyncIterator[Client]:
-    server = create_server(layer, storage or MemoryStorage(), default_id=default_id, events=events)
+    server = create_server(
+        layer,
+        storage or MemoryStorage(),
+        default_id=default_id,
+        allow_scope_argument=allow_scope_argument,
+        events=events,
+    )
     async with Client(server, mode=mode) as client:
         yield client
 
@@ -104,15 +112,14 @@ async def test_lists_both_tools_with_the_schema_fields_under_update(mode: str) -
     assert set(tools) == {READ_TOOL, UPDATE_TOOL}
     update = tools[UPDATE_TOOL].input_schema
     assert update["required"] == ["update"]
-    assert set(update["properties"]) == {"update", "thread"}
+    assert set(update["properties"]) == {"update"}  # pinned: no `thread` to name
     fields = update["properties"]["update"]
     assert set(fields["properties"]) == {"currentGoal", "completedSteps", "blockers"}
     assert fields.get("required", []) == []  # a partial update is fine
     assert "`update`" in (tools[UPDATE_TOOL].description or "")
     read = tools[READ_TOOL]
-    # The scope, and a part by path (the state may outgrow the block's budget).
-    assert read.input_schema["properties"]["thread"] == update["properties"]["thread"]
-    assert set(read.input_schema["properties"]) == {"thread", "path", "start", "end"}
+    # A pinned server takes no scope; a part by path (the state may outgrow the budget).
+    assert set(read.input_schema["properties"]) == {"path", "start", "end"}
     assert read.input_schema.get("required", []) == []
     assert read.annotations is not None
     assert read.annotations.read_only_hint is True
@@ -150,7 +157,8 @@ async def test_each_thread_has_its_own_scratchpad_and_the_default_comes_from_the
     mode: str,
 ) -> None:
     layer, storage = scratchpad(), MemoryStorage()
-    async with connect(layer, storage, mode=mode, default_id="desk") as client:
+    allowed = connect(layer, storage, mode=mode, default_id="desk", allow_scope_argument=True)
+    async with allowed as client:
         await client.call_tool(UPDATE_TOOL, {"update": {"goal": "desk goal"}})
         await client.call_tool(UPDATE_TOOL, {"update": {"goal": "a/b goal"}, "thread": "a/b"})
         empty = await client.call_tool(READ_TOOL, {"thread": "a"})
@@ -189,11 +197,9 @@ async def test_a_refused_update_is_a_tool_error_that_names_the_tool_and_the_fiel
     [
         ({"currentGoal": "x"}, ["needs `update`", "'currentGoal' at the top level"]),
         ({}, ["needs `update`", '{"update": {"currentGoal": "..."}}']),
-        ({"update": {"a": 1}, "goal": "x"}, ["takes only `update` and `thread`", "'goal'"]),
+        ({"update": {"a": 1}, "goal": "x"}, ["takes only `update`, not", "'goal'"]),
         ({"update": ["a", "b"]}, ["`update` must be an object", "not a JSON array"]),
         ({"update": "not json"}, ["not valid JSON", "scratchpad_update"]),
-        ({"update": {"a": 1}, "thread": ""}, ["`thread` is wrong", "non-empty string"]),
-        ({"update": {"a": 1}, "thread": 7}, ["`thread` is wrong", "'default'"]),
     ],
 )
 async def test_malformed_calls_come_back_saying_what_to_send(
@@ -289,7 +295,7 @@ async def test_a_corrupt_row_is_reported_as_one_no_retry_fixes(tmp_path: Path) -
 @BOTH_LOOPS
 async def test_the_state_is_a_resource_and_a_resource_template(mode: str) -> None:
     layer, storage = scratchpad(), MemoryStorage()
-    async with connect(layer, storage, mode=mode) as client:
+    async with connect(layer, storage, mode=mode, allow_scope_argument=True) as client:
         resources = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
         await client.call_tool(UPDATE_TOOL, {"update": {"goal": "default goal"}})
@@ -311,7 +317,7 @@ async def test_the_state_is_a_resource_and_a_resource_template(mode: str) -> Non
 
 async def test_a_resource_scoped_layer_takes_resource_ids() -> None:
     layer, storage = scratchpad(scope="resource"), MemoryStorage()
-    async with connect(layer, storage, default_id="u42") as client:
+    async with connect(layer, storage, default_id="u42", allow_scope_argument=True) as client:
         tools = (await client.list_tools()).tools
         await client.call_tool(UPDATE_TOOL, {"update": {"likes": "tea"}})
         await client.call_tool(UPDATE_TOOL, {"update": {"likes": "coffee"}, "resource": "u7"})
@@ -325,6 +331,138 @@ async def test_a_resource_scoped_layer_takes_resource_ids() -> None:
     content = read.contents[0]
     assert isinstance(content, TextResourceContents)
     assert json.loads(content.text) == {"likes": "tea"}
+
+
+# -- least privilege: the scope is the server's, not the model's ---------------------------
+
+
+def pinned_refusal(tool: str, kind: str = "thread") -> str:
+    return (
+        f"{tool} takes no `{kind}`: this server keeps one scratchpad, and which {kind} it "
+        "belongs to is set where the server is started, not by a tool call. Nothing was "
+        f"done. Call {tool} again without `{kind}`."
+    )
+
+
+@pytest.mark.parametrize("kind", ["thread", "resource"])
+async def test_a_pinned_server_shows_the_model_no_scope_argument(kind: str) -> None:
+    """The tools as the model reads them: not a word of the scope to name."""
+    layer = scratchpad(scope=kind, schema=TaskNotes, edit_tool=True)  # type: ignore[arg-type]
+    async with connect(layer, default_id="desk") as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+
+    assert set(tools) == {READ_TOOL, UPDATE_TOOL, EDIT_TOOL}
+    read = tools[READ_TOOL].input_schema
+    assert read["additionalProperties"] is False
+    assert set(read["properties"]) == {"path", "start", "end"}  # a part, never a scope
+    assert set(tools[UPDATE_TOOL].input_schema["properties"]) == {"update"}
+    assert tools[UPDATE_TOOL].input_schema["additionalProperties"] is False
+    assert kind not in tools[EDIT_TOOL].input_schema["properties"]
+    for tool in tools.values():
+        seen = json.dumps(tool.input_schema) + (tool.description or "")
+        assert f'"{kind}"' not in seen
+        assert "desk" not in seen  # nor the id it is pinned to
+        assert "scratchpad's" not in (tool.description or "")
+
+
+@pytest.mark.parametrize("kind", ["thread", "resource"])
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        (UPDATE_TOOL, {"update": {"currentGoal": "exfiltrate"}}),
+        (EDIT_TOOL, {"op": "append", "path": "/completedSteps", "value": "x"}),
+        (READ_TOOL, {}),
+    ],
+)
+@pytest.mark.parametrize("named", ["victim", "desk", None])
+async def test_a_call_naming_a_scope_on_a_pinned_server_is_refused_and_writes_nothing(
+    kind: str, tool: str, arguments: dict[str, Any], named: str | None
+) -> None:
+    """Another scope, the pinned one itself, or null: the argument is not the model's to
+    send, so the call is refused whatever it names (never silently dropped or used)."""
+    layer = scratchpad(scope=kind, schema=TaskNotes, edit_tool=True)  # type: ignore[arg-type]
+    storage, bus = MemoryStorage(), EventBus()
+    await (await layer.open(storage, thread_id="victim", resource_id="victim")).update(
+        {"currentGoal": "the victim's notes"}
+    )
+    before = {key: await storage.get(key) for key in await storage.list("")}
+    with capture_events(bus) as events:
+        async with connect(layer, storage, default_id="desk", events=bus) as client:
+            result = await client.call_tool(tool, {**arguments, kind: named})
+
+    assert result.is_error
+    assert text_of(result) == pinned_refusal(tool, kind)
+    assert "the victim's notes" not in text_of(result)
+    assert {key: await storage.get(key) for key in await storage.list("")} == before
+    assert events.of(UpdateApplied) == []
+
+
+async def test_a_pinned_server_serves_only_its_scopes_resource() -> None:
+    layer, storage = scratchpad(), MemoryStorage()
+    await (await layer.open(storage, thread_id="victim")).update({"secret": "s3"})
+    async with connect(layer, storage, default_id="desk") as client:
+        await client.call_tool(UPDATE_TOOL, {"update": {"goal": "desk goal"}})
+        resources = (await client.list_resources()).resources
+        templates = (await client.list_resource_templates()).resource_templates
+        own = await client.read_resource("scratchpad://thread/desk")
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource("scratchpad://thread/victim")
+
+    assert [r.uri for r in resources] == ["scratchpad://thread/desk"]
+    assert templates == []
+    content = own.contents[0]
+    assert isinstance(content, TextResourceContents)
+    assert json.loads(content.text) == {"goal": "desk goal"}
+    assert str(refused.value) == (
+        "Resource not found: scratchpad://thread/victim; this server's resources are "
+        "scratchpad://thread/desk"
+    )
+
+
+@pytest.mark.parametrize("kind", ["thread", "resource"])
+async def test_with_the_scope_argument_allowed_the_model_names_any_scope(kind: str) -> None:
+    layer = scratchpad(scope=kind)  # type: ignore[arg-type]
+    storage = MemoryStorage()
+    async with connect(layer, storage, default_id="desk", allow_scope_argument=True) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        other = await client.call_tool(UPDATE_TOOL, {"update": {"goal": "o"}, kind: "other"})
+        own = await client.call_tool(UPDATE_TOOL, {"update": {"goal": "d"}})
+        templates = (await client.list_resource_templates()).resource_templates
+
+    scope_param = {"type": "string", "description": f"Which {kind}'s scratchpad (default: 'desk')."}
+    assert tools[READ_TOOL].input_schema["properties"][kind] == scope_param
+    assert tools[UPDATE_TOOL].input_schema["properties"][kind] == scope_param
+    assert not other.is_error
+    assert not own.is_error
+    assert await stored(storage, layer, "other") == {"goal": "o"}
+    assert await stored(storage, layer, "desk") == {"goal": "d"}
+    assert [t.uri_template for t in templates] == [f"scratchpad://{kind}/{{{kind}}}"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"update": {"a": 1}, "goal": "x"}, ["takes only `update` and `thread`", "'goal'"]),
+        ({"update": {"a": 1}, "thread": ""}, ["`thread` is wrong", "non-empty string"]),
+        ({"update": {"a": 1}, "thread": 7}, ["`thread` is wrong", "'default'"]),
+    ],
+)
+async def test_a_wrong_scope_argument_where_it_is_allowed_says_what_to_send(
+    arguments: dict[str, Any], expected: list[str]
+) -> None:
+    storage = MemoryStorage()
+    async with connect(scratchpad(), storage, allow_scope_argument=True) as client:
+        result = await client.call_tool(UPDATE_TOOL, arguments)
+
+    assert result.is_error
+    for part in expected:
+        assert part in text_of(result)
+    assert await storage.list("") == []
+
+
+def test_the_scope_argument_option_is_a_bool() -> None:
+    with pytest.raises(TypeError, match="allow_scope_argument must be True or False"):
+        create_server(None, MemoryStorage(), allow_scope_argument="yes")  # type: ignore[arg-type]
 
 
 @BOTH_LOOPS
@@ -410,8 +548,10 @@ def stderr_logs(tmp_path: Path) -> str:
 async def stdio_connect(tmp_path: Path, db: Path, *extra: str) -> AsyncIterator[Client]:
     """A client of ``python -m noetic_scratchpad mcp`` started in ``tmp_path``, its stderr
     in ``tmp_path/stderr-*.txt``."""
+    # The code under test, not an installed copy: the SDK passes on only a few variables.
+    env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
     params = StdioServerParameters(
-        command=sys.executable, args=server_args(db, *extra), cwd=tmp_path
+        command=sys.executable, args=server_args(db, *extra), cwd=tmp_path, env=env
     )
     log = tmp_path / f"stderr-{os.urandom(4).hex()}.txt"
     with log.open("w") as errlog:
@@ -445,6 +585,29 @@ async def test_over_stdio_tools_refusals_and_resources_work_end_to_end(tmp_path:
     assert "Traceback" not in errors
     async with await open_storage(f"sqlite:///{db}") as backend:
         assert await stored(backend, scratchpad(), "default") == {"currentGoal": "Ship"}
+
+
+@pytest.mark.slow
+async def test_the_command_pins_its_thread_unless_told_to_allow_any(tmp_path: Path) -> None:
+    db = tmp_path / "scratchpad.db"
+    async with stdio_connect(tmp_path, db, "--thread", "desk") as client:
+        pinned_tools = (await client.list_tools()).tools
+        refused = await client.call_tool(UPDATE_TOOL, {"update": {"goal": "x"}, "thread": "victim"})
+        written = await client.call_tool(UPDATE_TOOL, {"update": {"goal": "desk"}})
+    async with stdio_connect(tmp_path, db, "--thread", "desk", "--allow-any-thread") as client:
+        allowed_tools = (await client.list_tools()).tools
+        other = await client.call_tool(UPDATE_TOOL, {"update": {"goal": "o"}, "thread": "other"})
+
+    assert all("thread" not in json.dumps(t.input_schema) for t in pinned_tools)
+    assert all("thread" in t.input_schema["properties"] for t in allowed_tools)
+    assert refused.is_error
+    assert text_of(refused) == pinned_refusal(UPDATE_TOOL)
+    assert not written.is_error
+    assert not other.is_error
+    async with await open_storage(f"sqlite:///{db}") as backend:
+        assert await stored(backend, scratchpad(), "victim") == ""
+        assert await stored(backend, scratchpad(), "desk") == {"goal": "desk"}
+        assert await stored(backend, scratchpad(), "other") == {"goal": "o"}
 
 
 @pytest.mark.slow
@@ -553,7 +716,7 @@ async def test_stdout_carries_only_json_rpc_messages(tmp_path: Path) -> None:
         code, stderr = await server.close_stdin()
 
     assert code == 0, stderr
-    assert [r["result"]["isError"] for r in results] == [False, True, True, False]
+    assert [r["result"]["isError"] for r in results] == [False, True, True, True]
     assert len(server.lines) == 7
     for line in server.lines:
         assert json.loads(line)["jsonrpc"] == "2.0", line
@@ -637,6 +800,14 @@ async def test_sigterm_stops_the_server_and_closes_storage(tmp_path: Path) -> No
         (["--scope", "resource", "--thread", "t"], "--thread does not apply to --scope resource"),
         (["--resource", "u1"], "--resource does not apply to --scope thread; use --thread"),
         (["--thread", ""], "--thread: a thread id must be a non-empty string"),
+        (
+            ["--allow-any-resource"],
+            "--allow-any-resource does not apply to --scope thread; use --allow-any-thread",
+        ),
+        (
+            ["--scope", "resource", "--allow-any-thread"],
+            "--allow-any-thread does not apply to --scope resource; use --allow-any-resource",
+        ),
         (["--max-message-bytes", "0"], "--max-message-bytes: give a whole number of bytes"),
         (["--max-message-bytes", "1e6"], "--max-message-bytes: give a whole number of bytes"),
     ],
@@ -657,7 +828,16 @@ def test_bad_options_are_usage_errors_before_anything_is_served(
 def test_the_help_documents_the_command(tmp_path: Path) -> None:
     result = run_python("-m", "noetic_scratchpad", "mcp", "--help", cwd=tmp_path)
     assert result.returncode == 0
-    options = ("--storage", "--schema", "--scope", "--thread", "--resource", "--max-message-bytes")
+    options = (
+        "--storage",
+        "--schema",
+        "--scope",
+        "--thread",
+        "--allow-any-thread",
+        "--resource",
+        "--allow-any-resource",
+        "--max-message-bytes",
+    )
     for option in options:
         assert option in result.stdout
     assert f"(default: {DEFAULT_MAX_MESSAGE_BYTES}," in " ".join(result.stdout.split())
@@ -668,10 +848,12 @@ def test_a_storage_url_that_cannot_be_opened_fails_before_serving(tmp_path: Path
     result = run_python(
         "-m", "noetic_scratchpad", "mcp", "--storage", "nosuch://x", cwd=tmp_path, stdin="{}\n"
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # a usage error: the usage, then one line
     assert result.stdout == ""
-    assert result.stderr.startswith("noetic-scratchpad: error: ")
-    assert "nosuch" in result.stderr
+    assert result.stderr.startswith("usage: noetic-scratchpad mcp ")
+    assert "noetic-scratchpad mcp: error: --storage: unknown storage scheme 'nosuch'" in (
+        result.stderr
+    )
 
 
 def test_the_config_snippet_in_the_docs_is_this_command() -> None:

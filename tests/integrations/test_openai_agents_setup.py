@@ -146,7 +146,7 @@ DOC = Path(__file__).parents[2] / "docs" / "integrations" / "openai-agents.md"
 async def test_the_three_lines_in_the_docs_run_as_they_are(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    source = DOC.read_text().split("```python\n", 1)[1].split("```", 1)[0]
+    source = DOC.read_text().split("```python", 1)[1].split("\n", 1)[1].split("```", 1)[0]
     assert "notes = Scratchpad(" in source
     model = ScriptedAgentsModel([[tool_call("c1", currentGoal="Fix login")], [reply("On it.")]])
 

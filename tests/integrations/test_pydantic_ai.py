@@ -662,7 +662,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations" / "pydantic-
 async def test_the_three_lines_in_the_docs_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.DOTALL)[0]
+    code = re.findall(r"```python[^\n]*\n(.*?)```", DOC.read_text(), re.DOTALL)[0]
     lines = [line for line in code.splitlines() if line.strip()]
     assert [line.split(" = ")[0] for line in lines[-3:]] == ["notes", "agent", "result"]
     # The model the page names needs a key and the network; pydantic-ai's TestModel does not.

@@ -226,7 +226,7 @@ async def test_a_retry_through_another_handle_on_the_scope_writes_nothing() -> N
 
 async def test_the_memory_of_call_ids_is_bounded() -> None:
     """Past its bound, the oldest call ids are forgotten (and applied again if repeated)."""
-    from noetic_scratchpad.layer.calls import MAX_REMEMBERED_CALLS
+    from noetic_scratchpad.layer.writer import MAX_REMEMBERED_CALLS
 
     handle = await scratchpad().open(MemoryStorage(), thread_id="t1")
     for n in range(MAX_REMEMBERED_CALLS + 1):

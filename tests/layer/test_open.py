@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from pydantic import BaseModel, ConfigDict
 
 from noetic_scratchpad import (
     EventBus,
+    ScratchpadConfigError,
     ScratchpadHandle,
     ScratchpadUpdateError,
     ScratchpadValidationError,
@@ -148,3 +150,35 @@ async def test_events_name_the_kind_of_scope() -> None:
         ("thread", "u1"),
         ("resource", "u1"),
     ]
+
+
+async def test_a_resource_scoped_scratchpad_opens_with_the_resource_id_alone() -> None:
+    """``open(backend, resource_id="alice")``: no thread id to make up; the handle is the
+    resource's, and a handle opened with a thread as well sees the same notes."""
+    backend = MemoryStorage()
+    layer = scratchpad(scope="resource")
+    handle = await layer.open(backend, resource_id="alice")
+    assert (handle.scope, handle.scope_key) == ("resource", "alice")
+    await handle.update({"goal": "ship"})
+    assert await backend.get(state_key("scratchpad", "resource", "alice")) == {"goal": "ship"}
+    with_thread = await layer.open(backend, thread_id="t1", resource_id="alice")
+    assert with_thread.snapshot == {"goal": "ship"}
+
+
+@pytest.mark.parametrize(
+    ("scope", "given", "message"),
+    [
+        ("thread", {}, "open() of a thread-scoped scratchpad needs thread_id"),
+        (
+            "thread",
+            {"resource_id": "alice"},
+            "open() of a thread-scoped scratchpad needs thread_id",
+        ),
+        ("resource", {}, "open() of a resource-scoped scratchpad needs resource_id or thread_id"),
+    ],
+)
+async def test_open_without_the_id_its_scope_needs_says_which(
+    scope: str, given: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ScratchpadConfigError, match=re.escape(message)):
+        await scratchpad(scope=scope).open(MemoryStorage(), **given)  # type: ignore[arg-type]

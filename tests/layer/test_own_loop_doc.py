@@ -16,7 +16,7 @@ def test_own_loop_example_runs_and_prints_what_the_doc_shows(tmp_path: Path) -> 
     """The first Python block of docs/own-loop.md runs with no harness and prints exactly the
     page's text block, and nothing else: the library's log records print nothing."""
     page = DOC.read_text(encoding="utf-8")
-    code = re.findall(r"```python\n(.*?)```", page, re.DOTALL)[0]
+    code = re.findall(r"```python[^\n]*\n(.*?)```", page, re.DOTALL)[0]
     expected = re.findall(r"```text\n(.*?)```", page, re.DOTALL)[0]
     script = tmp_path / "own_loop.py"
     script.write_text(code, encoding="utf-8")
@@ -32,7 +32,7 @@ def test_own_loop_example_runs_and_prints_what_the_doc_shows(tmp_path: Path) -> 
 def test_the_one_call_example_runs_and_prints_what_the_doc_shows(tmp_path: Path) -> None:
     """The page's ``layer.open`` example prints exactly its text block."""
     page = DOC.read_text(encoding="utf-8")
-    code = re.findall(r"```python\n(.*?)```", page, re.DOTALL)[-1]
+    code = re.findall(r"```python[^\n]*\n(.*?)```", page, re.DOTALL)[-1]
     expected = re.findall(r"```text\n(.*?)```", page, re.DOTALL)[-1]
     script = tmp_path / "one_call.py"
     script.write_text(code, encoding="utf-8")

@@ -9,7 +9,7 @@ import pytest
 from conftest import run_python
 
 QUICKSTART = Path(__file__).parents[2] / "docs" / "quickstart.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", QUICKSTART.read_text(), re.DOTALL)
+BLOCKS = re.findall(r"```python[^\n]*\n(.*?)```", QUICKSTART.read_text(), re.DOTALL)
 
 
 def test_quickstart_has_two_examples_under_30_lines() -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -309,3 +311,213 @@ async def test_the_inspector_page_allows_only_its_own_inline_code() -> None:
     assert page.headers["x-content-type-options"] == "nosniff"
     # The page shows state as text: nothing it renders goes through innerHTML.
     assert "innerHTML" not in page.text
+
+
+# -- the read-only token -----------------------------------------------------------------
+
+READ_TOKEN = "read-only-token-fedcba9876543210"
+READ = {"Authorization": f"Bearer {READ_TOKEN}"}
+
+
+async def _written(client: httpx.AsyncClient) -> dict[str, object]:
+    """What the read-write token wrote first: thread t1 at revision 2, resource alice."""
+    await client.patch("/api/scopes/thread/t1", json={"goal": "one"}, headers=AUTH)
+    await client.patch("/api/scopes/thread/t1", json={"goal": "two"}, headers=AUTH)
+    await client.patch("/api/scopes/resource/alice", json={"likes": "tea"}, headers=AUTH)
+    return await _everything(client)
+
+
+async def _everything(client: httpx.AsyncClient) -> dict[str, object]:
+    return {
+        path: (await client.get(path, headers=AUTH)).json()
+        for path in (
+            "/api/scopes",
+            "/api/scopes/thread/t1",
+            "/api/scopes/thread/t1/history",
+            "/api/scopes/resource/alice",
+        )
+    }
+
+
+#: Every write the app has, as (method, path, JSON body).
+WRITES: list[tuple[str, str, object]] = [
+    ("PATCH", "/api/scopes/thread/t1", {"goal": "hijacked"}),
+    ("DELETE", "/api/scopes/thread/t1", None),  # reset
+    ("POST", "/api/scopes/thread/t1/revert", {"revision": 1}),
+    ("DELETE", "/api/scopes/resource/alice/erase?thread=t1", None),
+    ("POST", "/api/scopes", "the export document"),  # import
+    ("PUT", "/api/scopes/thread/t1", {"goal": "hijacked"}),  # no such route: still 403
+    ("PATCH", "/api/scopes/resource/alice", {"likes": "coffee"}),
+]
+
+
+def _app(**options: object) -> ScratchpadApp:
+    return create_app("memory://", token=TOKEN, read_only_token=READ_TOKEN, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("method", "path", "body"), WRITES, ids=[f"{m} {p}" for m, p, _ in WRITES])
+async def test_every_write_with_the_read_only_token_is_refused_and_changes_nothing(
+    method: str, path: str, body: object
+) -> None:
+    pad = _app()
+    async with api_client(pad) as client:
+        before = await _written(client)
+        if body == "the export document":
+            exported = await client.get("/api/scopes/resource/alice/export?thread=t1", headers=READ)
+            assert exported.status_code == 200  # an export is a read
+            body = {**exported.json()}
+        refused = await client.request(method, path, json=body, headers=READ)
+        after = await _everything(client)
+        # The read-write token still writes, the same request.
+        if method != "PUT":
+            allowed = await client.request(method, path, json=body, headers=AUTH)
+            assert allowed.status_code in (200, 204), allowed.text
+
+    assert refused.status_code == 403
+    assert refused.headers["content-type"] == "application/problem+json"
+    problem = refused.json()
+    assert problem["type"] == "urn:noetic-scratchpad:problem:read-only-credentials"
+    assert problem["title"] == "Read-only credentials"
+    assert problem["detail"] == (
+        f"This {method} would change the scratchpads, and it was sent with the read-only "
+        "token (or an inspector session started with it), which may only read: nothing was "
+        "changed. Send the read-write token to change them."
+    )
+    assert READ_TOKEN not in refused.text
+    assert TOKEN not in refused.text
+    assert after == before
+
+
+@pytest.mark.asyncio
+async def test_the_read_only_token_reads_everything() -> None:
+    pad = _app()
+    async with api_client(pad) as client:
+        await _written(client)
+        reads = {
+            path: await client.get(path, headers=READ)
+            for path in (
+                "/api/scopes",
+                "/api/scopes/thread/t1",
+                "/api/scopes/thread/t1/view",
+                "/api/scopes/thread/t1/history",
+                "/api/scopes/resource/alice",
+                "/api/scopes/resource/alice/export?thread=t1",
+                "/openapi.json",
+                "/api/session",
+            )
+        }
+        head = await client.head("/api/scopes/thread/t1", headers=READ)
+        wrong = await client.get("/api/scopes", headers={"Authorization": "Bearer nope"})
+
+    assert {path: r.status_code for path, r in reads.items()} == dict.fromkeys(reads, 200)
+    assert reads["/api/scopes/thread/t1"].json()["state"] == {"goal": "two"}
+    assert reads["/api/session"].json() == {"token_required": True, "read_only": True}
+    assert head.status_code in (200, 405)  # never a 403: HEAD writes nothing
+    assert wrong.status_code == 401
+
+
+@pytest.mark.asyncio
+async def test_the_read_only_tokens_event_stream_sees_the_writes() -> None:
+    pad = _app()
+    async with served(pad) as server, httpx.AsyncClient(base_url=server.url) as client:
+        async with sse(client, "/api/scopes/thread/t1/events", headers=READ) as reader:
+            await client.patch("/api/scopes/thread/t1", json={"a": 1}, headers=AUTH)
+            await reader.wait_for(lambda r: len(r.events) == 1)
+        assert reader.events[0].event == "update_applied"
+
+
+@pytest.mark.asyncio
+async def test_a_session_started_with_the_read_only_token_is_read_only() -> None:
+    pad = _app()
+    async with api_client(pad) as client:
+        assert (await client.post("/api/session", headers=READ)).status_code == 204
+        # httpx keeps the cookie: no header from here on.
+        assert (await client.get("/api/scopes")).status_code == 200
+        assert (await client.get("/api/session")).json()["read_only"] is True
+        refused = await client.patch("/api/scopes/thread/t1", json={"a": 1})
+        assert refused.status_code == 403
+        assert (await client.get("/api/scopes/thread/t1", headers=AUTH)).status_code == 404
+        assert (await client.delete("/api/session")).status_code == 204  # its own logout
+        assert (await client.get("/api/scopes")).status_code == 401
+        # A session of the read-write token writes.
+        assert (await client.post("/api/session", headers=AUTH)).status_code == 204
+        assert (await client.get("/api/session")).json()["read_only"] is False
+        assert (await client.patch("/api/scopes/thread/t1", json={"a": 1})).status_code == 200
+
+
+@pytest.mark.asyncio
+async def test_both_tokens_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each bearer is compared with both tokens by ``hmac.compare_digest``, so the time
+    taken tells neither which token matched nor how much of one did."""
+    from noetic_scratchpad.server import guard
+
+    compared: list[tuple[bytes, bytes]] = []
+    compare = hmac.compare_digest
+
+    def spy(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return compare(a, b)
+
+    pad = _app()
+    async with api_client(pad) as client:
+        monkeypatch.setattr(guard.hmac, "compare_digest", spy)
+        for sent in ("nope", READ_TOKEN, TOKEN):
+            compared.clear()
+            await client.get("/api/scopes", headers={"Authorization": f"Bearer {sent}"})
+            assert sorted(b for _, b in compared) == sorted([TOKEN.encode(), READ_TOKEN.encode()])
+
+
+def test_a_read_only_token_needs_a_token_beside_it_and_another_value() -> None:
+    with pytest.raises(ValueError, match="read_only_token needs token") as alone:
+        create_app("memory://", read_only_token=READ_TOKEN)
+    with pytest.raises(ValueError, match="must differ from token") as same:
+        create_app("memory://", token=TOKEN, read_only_token=TOKEN)
+    with pytest.raises(ValueError, match="read_only_token: the token must be printable"):
+        create_app("memory://", token=TOKEN, read_only_token="has space")
+    assert READ_TOKEN not in str(alone.value)
+    assert TOKEN not in str(same.value)
+
+
+@pytest.mark.asyncio
+async def test_the_openapi_document_lists_403_for_writes_only_with_a_read_only_token() -> None:
+    async with api_client(_app()) as client:
+        document = (await client.get("/openapi.json", headers=READ)).json()
+    async with api_client(create_app("memory://", token=TOKEN)) as client:
+        plain = (await client.get("/openapi.json", headers=AUTH)).json()
+
+    def refused(doc: dict[str, Any]) -> set[tuple[str, str]]:
+        return {
+            (method, path)
+            for path, operations in doc["paths"].items()
+            for method, operation in operations.items()
+            if isinstance(operation, dict) and "403" in operation.get("responses", {})
+        }
+
+    assert refused(document) == {
+        ("patch", "/api/scopes/thread/{scope_id}"),
+        ("delete", "/api/scopes/thread/{scope_id}"),
+        ("post", "/api/scopes/thread/{scope_id}/revert"),
+        ("delete", "/api/scopes/thread/{scope_id}/erase"),
+        ("patch", "/api/scopes/resource/{scope_id}"),
+        ("delete", "/api/scopes/resource/{scope_id}"),
+        ("post", "/api/scopes/resource/{scope_id}/revert"),
+        ("delete", "/api/scopes/resource/{scope_id}/erase"),
+        ("post", "/api/scopes"),
+    }
+    assert refused(plain) == set()
+
+
+@pytest.mark.asyncio
+async def test_the_read_only_token_is_never_logged(caplog: pytest.LogCaptureFixture) -> None:
+    pad = _app()
+    with caplog.at_level(logging.DEBUG):
+        async with served(pad) as server, httpx.AsyncClient(base_url=server.url) as client:
+            await client.get("/api/scopes", headers=READ)
+            await client.patch("/api/scopes/thread/t1", json={"a": 1}, headers=READ)
+            await client.post("/api/session", headers=READ)
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("PATCH /api/scopes/thread/t1" in message for message in messages)
+    for message in messages:
+        assert READ_TOKEN not in message
+        assert TOKEN not in message

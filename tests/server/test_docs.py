@@ -25,7 +25,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def python_blocks(name: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", (DOCS / name).read_text(), re.DOTALL)
+    return re.findall(r"```python[^\n]*\n(.*?)```", (DOCS / name).read_text(), re.DOTALL)
 
 
 @pytest.mark.asyncio

@@ -30,6 +30,7 @@ from noetic_scratchpad.server import ScratchpadApp, create_app
 from .helpers import AUTH, TOKEN, TaskNotes, served
 
 pytestmark = pytest.mark.slow
+READ_TOKEN = "read-only-token-fedcba9876543210"
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -71,16 +72,18 @@ SEED = {
 
 @asynccontextmanager
 async def signed_in_inspector(
-    height: int,
+    height: int, *, read_only: bool = False
 ) -> AsyncIterator[tuple[ScratchpadApp, httpx.AsyncClient, Any]]:
     """A served app with two layers and the ``SEED`` scopes, an API client, and the
-    inspector open in chromium, signed in with the token in the URL's fragment and live."""
+    inspector open in chromium, signed in with the token in the URL's fragment and live
+    (``read_only``: with the app's read-only token instead)."""
     from playwright.async_api import async_playwright, expect
 
     pad = create_app(
         "memory://",
         layers=[scratchpad(schema=TaskNotes), scratchpad(scope="resource")],
         token=TOKEN,
+        read_only_token=READ_TOKEN,
     )
     async with (
         served(pad) as server,
@@ -92,7 +95,7 @@ async def signed_in_inspector(
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = await browser.new_page(viewport={"width": 1400, "height": height})
-            await page.goto(f"{server.url}/#token={TOKEN}")
+            await page.goto(f"{server.url}/#token={READ_TOKEN if read_only else TOKEN}")
             await expect(page.locator("#status")).to_have_text("live")
             yield pad, api, page
         finally:
@@ -344,5 +347,66 @@ async def test_the_inspector_asks_for_the_token_and_refuses_a_wrong_one() -> Non
             await expect(page.locator("#status")).to_have_text("live")
             await page.click("#signout")
             await expect(page.locator("#login")).to_be_visible()
+        finally:
+            await browser.close()
+
+
+@pytest.mark.asyncio
+async def test_signed_in_with_the_read_only_token_the_inspector_reads_and_offers_no_revert() -> (
+    None
+):
+    require_chromium()
+    from playwright.async_api import expect
+
+    ticket_url = "/api/scopes/thread/support-ticket-4821"
+    async with signed_in_inspector(height=900, read_only=True) as (_, api, page):
+        await api.patch(ticket_url, json={"currentGoal": "Refund the duplicate charge"})
+        await api.patch(ticket_url, json={"currentGoal": "Refund order 4821"})
+        await page.locator('tr.scope[data-id="support-ticket-4821"]').click()
+        await expect(page.locator("#state-body")).to_contain_text("Refund order 4821")
+        button = page.locator('#history .rev[data-revision="1"] button.revert')
+        await expect(button).to_be_disabled()
+        await expect(button).to_have_attribute(
+            "title", "Signed in with the read-only token: it cannot revert"
+        )
+        await expect(page.locator("#signout")).to_be_visible()
+
+
+@pytest.mark.asyncio
+async def test_the_inspector_names_the_block_of_a_named_scratchpad() -> None:
+    """A task per thread and a profile per user: each scope says which block it is, and the
+    model's view shows the block under its own tag."""
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    pad = create_app(
+        "memory://",
+        layers=[
+            scratchpad(name="task", schema=TaskNotes),
+            scratchpad(name="profile", scope="resource"),
+        ],
+        token=TOKEN,
+    )
+    async with (
+        served(pad) as server,
+        httpx.AsyncClient(base_url=server.url, headers=AUTH) as api,
+        async_playwright() as playwright,
+    ):
+        await api.patch("/api/scopes/thread/ticket-9", json={"currentGoal": "Refund order 9"})
+        await api.patch("/api/scopes/resource/alice", json={"language": "fr"})
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 760})
+            await page.goto(f"{server.url}/#token={TOKEN}")
+            await expect(page.locator("#status")).to_have_text("live")
+            profile = page.locator('tr.scope[data-id="alice"]')
+            await expect(profile.locator(".layer")).to_have_text("profile")
+            await expect(page.locator('tr.scope[data-id="ticket-9"] .layer')).to_have_text("task")
+            await profile.click()
+            await expect(page.locator("#state-title")).to_have_text("resource alice (profile)")
+            block = page.locator("#model-view pre.block")
+            await expect(block).to_have_text(
+                '<scratchpad name="profile">\n{\n  "language": "fr"\n}\n</scratchpad>'
+            )
         finally:
             await browser.close()

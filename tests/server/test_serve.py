@@ -154,9 +154,11 @@ async def test_serve_refuses_a_public_bind_without_a_token() -> None:
 @pytest.mark.asyncio
 async def test_serve_reports_a_bad_storage_url_or_a_busy_port_in_one_line() -> None:
     code, _, err = await run_cli("serve", "--port", "0", "--storage", "nope://x")
-    assert code == 1
-    assert err.count("\n") == 1
-    assert "unknown storage scheme" in err
+    assert code == 2  # a usage error, as argparse reports one: the usage, then one line
+    assert err.startswith("usage: noetic-scratchpad serve ")
+    assert err.splitlines()[-1].startswith(
+        "noetic-scratchpad serve: error: --storage: unknown storage scheme 'nope'"
+    )
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -166,8 +168,8 @@ async def test_serve_reports_a_bad_storage_url_or_a_busy_port_in_one_line() -> N
     assert err.count("\n") == 1
     assert f"cannot listen on 127.0.0.1:{port}" in err
     code, _, err = await run_cli("serve", "--schema", "no.such.module:Model")
-    assert code == 1
-    assert "cannot load --schema" in err
+    assert code == 2
+    assert "--schema no.such.module:Model: cannot import 'no.such.module'" in err
 
 
 @pytest.mark.asyncio
@@ -190,3 +192,37 @@ async def test_serve_sets_the_sessions_lifetimes() -> None:
         assert (code, out) == (2, "")
         assert flag in err
         assert "Traceback" not in err
+
+
+@pytest.mark.asyncio
+async def test_serve_with_a_read_only_token_from_the_environment() -> None:
+    read_token = "read-only-token-fedcba9876543210"
+    environ = env(NOETIC_SCRATCHPAD_TOKEN=TOKEN, NOETIC_SCRATCHPAD_READ_ONLY_TOKEN=read_token)
+    read = {"Authorization": f"Bearer {read_token}"}
+    async with serving("--storage", "memory://", environ=environ) as server:
+        assert "the read-only token may read, not write" in server.banner
+        async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+            written = await client.patch("/api/scopes/thread/t1", json={"a": 1}, headers=AUTH)
+            refused = await client.patch("/api/scopes/thread/t1", json={"a": 2}, headers=read)
+            shown = await client.get("/api/scopes/thread/t1", headers=read)
+        _, out, err = await server.stop(signal.SIGTERM)
+    assert written.status_code == 200
+    assert refused.status_code == 403
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert shown.json()["state"] == {"a": 1}
+    assert read_token not in server.banner + out + err
+    assert TOKEN not in server.banner + out + err
+
+    # Without the read-write token, a read-only one would limit nothing: refused.
+    alone = env(NOETIC_SCRATCHPAD_READ_ONLY_TOKEN=read_token)
+    code, out, err = await run_cli("serve", "--storage", "memory://", environ=alone)
+    assert code == 1
+    assert out == ""
+    assert "a read-only token needs the read-write one too" in err
+    assert read_token not in err
+    code, _, err = await run_cli(
+        "serve", "--storage", "memory://", "--token", TOKEN, "--read-only-token", TOKEN
+    )
+    assert code == 1
+    assert "must differ" in err
+    assert TOKEN not in err

@@ -15,7 +15,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "storage.md"
 
 def example_source() -> str:
     """The page's Python block that defines ``DictStorage``."""
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
+    blocks = re.findall(r"```python[^\n]*\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
     (source,) = [block for block in blocks if "class DictStorage(StorageBackend)" in block]
     return source
 

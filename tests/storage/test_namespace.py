@@ -3,6 +3,8 @@ contract suite runs a namespace over SQLite as one of its backends.)"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from noetic_scratchpad.storage import MemoryStorage, NamespacedStorage, ScopedStorage
@@ -47,3 +49,26 @@ async def test_a_scope_is_a_namespace_named_by_its_scope() -> None:
     await scoped.set("state", {"goal": "g"})
     assert await backend.list() == ["scopes/scratchpad/thread/t1/state"]
     assert [info.key for info in await scoped.describe()] == ["state"]
+
+
+async def test_a_committer_commits_one_key_under_the_prefix_and_honours_a_subclass() -> None:
+    """``committer(key)`` is ``commit`` of that key bound once: the backend's own under the
+    full key, or the subclass's ``commit`` where a subclass changed it."""
+    backend = MemoryStorage()
+    commit = backend.with_namespace("users/").committer("ann")
+    first = await commit(lambda current: Commit({"n": current.revision + 1}), keep=0)
+    second = await commit(lambda current: Commit({"n": current.revision + 1}), keep=0)
+    assert (first.revision, second.revision) == (1, 2)
+    assert await backend.get("users/ann") == {"n": 2}
+
+    class Counting(NamespacedStorage):
+        commits = 0
+
+        def commit(self, key: str, fn: Any, *, keep: int) -> Any:
+            Counting.commits += 1
+            return super().commit(key, fn, keep=keep)
+
+    counted = Counting(backend, "other/").committer("k")
+    await counted(lambda current: Commit("v"), keep=0)
+    assert Counting.commits == 1
+    assert await backend.get("other/k") == "v"

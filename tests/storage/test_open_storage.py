@@ -15,6 +15,7 @@ from noetic_scratchpad.storage import (
     ENV_VAR,
     MemoryStorage,
     StorageBackend,
+    check_storage_url,
     register_backend,
     resolve_storage_url,
 )
@@ -114,13 +115,13 @@ async def test_a_refused_url_is_shown_without_its_password(url: str) -> None:
             "postgresql://user@localhost/db",
             "asyncpg",
             "noetic_scratchpad.storage.postgres",
-            "pip install 'noetic-scratchpad[postgres]'",
+            'pip install "noetic-scratchpad[postgres]"',
         ),
         (
             "redis://localhost:6379/0",
             "redis",
             "noetic_scratchpad.storage.redis",
-            "pip install 'noetic-scratchpad[redis]'",
+            'pip install "noetic-scratchpad[redis]"',
         ),
         (
             "sqlite:///x.db",
@@ -241,3 +242,43 @@ async def test_a_sqlite_path_too_long_is_a_configuration_error(
     assert f"{len(str(tmp_path / path)):,} characters" in message
     assert len(message) < 400
     assert os.listdir(tmp_path) == []  # nothing created on the way
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("url", ["sqlite:/x.db", "sqlite:x.db"])
+async def test_a_sqlite_url_without_its_slashes_is_refused(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sqlite:/x.db`` reads as the absolute ``/x.db`` and used to open ``x.db`` in the
+    working directory: it is refused, with the forms that say which file is meant."""
+    monkeypatch.chdir(tmp_path)
+    message = (
+        f"sqlite URL {url!r} is malformed: write sqlite:/// and then the file's path, as in "
+        "sqlite:///relative/path.db or sqlite:////absolute/path.db"
+    )
+    with pytest.raises(StorageConfigError) as refused:
+        await open_storage(url)
+    assert str(refused.value) == message
+    with pytest.raises(StorageConfigError) as checked:
+        check_storage_url(url)
+    assert str(checked.value) == message
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_check_storage_url_opens_nothing_and_says_what_open_storage_would(
+    tmp_path: Path,
+) -> None:
+    """The scheme of a URL that can be opened; the error ``open_storage`` would raise for
+    one that cannot, before anything is opened or created."""
+    db = tmp_path / "pad.db"
+    assert check_storage_url(f"sqlite:///{db}") == "sqlite"
+    assert check_storage_url("memory://") == "memory"
+    assert check_storage_url("postgresql://app:secret@db/notes") == "postgresql"
+    assert not db.exists()
+    with pytest.raises(StorageConfigError, match="unknown storage scheme 'nope'"):
+        check_storage_url("nope://x")
+    with pytest.raises(StorageConfigError, match="has no scheme"):
+        check_storage_url("scratchpad.db")
+    with pytest.raises(StorageConfigError, match=r"the directory .* does not exist"):
+        check_storage_url(f"sqlite:///{tmp_path / 'nodir' / 'pad.db'}")
+    assert list(tmp_path.iterdir()) == []

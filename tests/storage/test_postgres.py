@@ -148,7 +148,7 @@ async def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -
             await open_storage(url)
         message = str(info.value)
         assert "asyncpg" in message
-        assert "pip install 'noetic-scratchpad[postgres]'" in message
+        assert 'pip install "noetic-scratchpad[postgres]"' in message
 
 
 @pytest.mark.asyncio

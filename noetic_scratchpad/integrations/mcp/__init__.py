@@ -1,8 +1,9 @@
 """The scratchpad as an MCP server, on the official ``mcp`` SDK (the ``[mcp]`` extra).
 
-Two tools, ``scratchpad_read`` and ``scratchpad_update`` (each with an optional ``thread``,
-or ``resource`` for a resource-scoped layer), and the state as a resource,
-``scratchpad://thread/{thread}``::
+Two tools, ``scratchpad_read`` and ``scratchpad_update``, and the state as a resource,
+``scratchpad://thread/{thread}``. The server serves one thread (``default_id``; or, for a
+resource-scoped layer, one resource): the model cannot name another unless
+``allow_scope_argument=True``, when each tool takes an optional ``thread`` (``resource``)::
 
     server = create_server(scratchpad(schema=TaskNotes), storage)  # an mcp.server.Server
     await serve_stdio("sqlite:///scratchpad.db", layer=scratchpad(schema=TaskNotes))
@@ -18,18 +19,12 @@ over the limit).
 
 from __future__ import annotations
 
-try:
+from ..._extras import needs_extra
+
+with needs_extra("noetic_scratchpad.integrations.mcp", "mcp", "the MCP SDK", ("mcp",)):
     from .lines import DEFAULT_MAX_MESSAGE_BYTES
     from .server import EDIT_TOOL, READ_TOOL, UPDATE_TOOL, ScratchpadMCP, create_server
     from .stdio import serve_stdio
-except ImportError as exc:
-    if not (exc.name or "").startswith("mcp"):
-        raise  # not the missing extra: a real error
-    raise ImportError(
-        "noetic_scratchpad.integrations.mcp needs the MCP SDK: "
-        'pip install "noetic-scratchpad[mcp]"',
-        name=exc.name,
-    ) from exc
 
 __all__ = (
     "DEFAULT_MAX_MESSAGE_BYTES",

@@ -7,6 +7,7 @@ import logging
 import os
 import stat
 import sys
+from collections.abc import Sequence
 from typing import cast
 
 import anyio
@@ -29,8 +30,9 @@ CLOSE_TIMEOUT = 10.0
 async def serve_stdio(
     storage: str | StorageBackend,
     *,
-    layer: ScratchpadLayer | None = None,
+    layer: ScratchpadLayer | Sequence[ScratchpadLayer] | None = None,
     default_id: str = "default",
+    allow_scope_argument: bool = False,
     events: EventBus | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     count_tokens: Tokenizer | None = None,
@@ -47,14 +49,21 @@ async def serve_stdio(
     is logged, and the messages after it are served.
 
     ``count_tokens``: the model's token counter, for ``scratchpad_read``'s block (see
-    ``create_server``).
+    ``create_server``). ``default_id``: the one scope served, unless
+    ``allow_scope_argument=True`` lets the model name any (see ``create_server``).
+    ``layer``: one layer, or several with names of their own, each with its tools.
     """
     check_max_message_bytes(max_message_bytes)
     check_token_counter(count_tokens)  # before storage is opened
     backend = await open_storage(storage) if isinstance(storage, str) else storage
     try:
         server = create_server(
-            layer, backend, default_id=default_id, events=events, count_tokens=count_tokens
+            layer,
+            backend,
+            default_id=default_id,
+            allow_scope_argument=allow_scope_argument,
+            events=events,
+            count_tokens=count_tokens,
         )
         refusals = OversizeRefusals(max_message_bytes)
         stdin = cancellable_stdin(max_message_bytes, refusals)

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-try:
+from ..._extras import needs_extra
+
+with needs_extra(
+    "noetic_scratchpad.integrations.pydantic_ai", "pydantic-ai", "pydantic-ai", ("pydantic_ai",)
+):
     import pydantic_ai  # noqa: F401
-except ImportError as exc:
-    raise ImportError(
-        "noetic_scratchpad.integrations.pydantic_ai needs pydantic-ai, which is not "
-        'installed; run: pip install "noetic-scratchpad[pydantic-ai]"'
-    ) from exc
 
 from ._notes import (
     DEFAULT_EDIT_TOOL_NAME,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
+from types import EllipsisType, TracebackType
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -20,8 +20,6 @@ from ...placement import DEFAULT_PLACEMENT, Placement, check_placement
 from ...render import Tokenizer
 from ...storage import StorageBackend
 from ._notes import (
-    DEFAULT_EDIT_TOOL_NAME,
-    DEFAULT_TOOL_NAME,
     RunNotes,
     ScopeResolver,
     scope_from_run,
@@ -33,7 +31,8 @@ __all__ = ("ScratchpadCapability",)
 
 class ScratchpadCapability(AbstractCapability[Any]):
     """An agent's scratchpad: its ``<scratchpad>`` block in every model request, and the
-    tool ``scratchpad_update`` to write it (and ``scratchpad_edit`` with ``edit_tool=True``)::
+    tool ``scratchpad_update`` to write it (and ``scratchpad_edit`` with ``edit_tool=True``);
+    a named scratchpad's ``<scratchpad name="profile">`` block and ``profile_update``::
 
         notes = ScratchpadCapability(storage="sqlite:///notes.db", schema=TaskNotes)
         agent = Agent(model, capabilities=[notes])
@@ -46,8 +45,14 @@ class ScratchpadCapability(AbstractCapability[Any]):
     - ``scope_from``: ``scope_from(ctx)`` gives a run's thread id, or ``(thread_id,
       resource_id)``, sync or async; default :func:`scope_from_run` (``ctx.deps.thread_id``,
       else the run's ``conversation_id``).
-    - ``tool_name``: the update tool's name; refusals name the tool as the model called it.
-    - ``edit_tool_name``: the edit tool's name, offered with ``edit_tool=True``.
+    - ``tool_name``: the update tool's name (default ``scratchpad_update``, a named
+      scratchpad's ``{name}_update``); refusals name the tool as the model called it.
+    - ``edit_tool_name``: the edit tool's name, offered with ``edit_tool=True`` (default
+      ``scratchpad_edit``, a named scratchpad's ``{name}_edit``).
+    - ``id``: the capability's id in the run (default, the layer's: ``scratchpad``, or
+      the scratchpad's ``name``). Two scratchpads on one agent need two names
+      (``scratchpad(name="task")``, ``scratchpad(name="profile")``): pydantic-ai refuses
+      an agent given two capabilities with one id when it is built.
     - ``max_retries``: refused updates sent back as retry prompts, in a row, before a
       refusal becomes the tool's failed result instead (the run goes on either way).
     - ``budget``: the most tokens the block may take (default, the layer's).
@@ -67,16 +72,15 @@ class ScratchpadCapability(AbstractCapability[Any]):
         storage: str | StorageBackend | None = None,
         scope_from: ScopeResolver = scope_from_run,
         events: EventBus | None = None,
-        tool_name: str = DEFAULT_TOOL_NAME,
-        edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
+        tool_name: str | None = None,
+        edit_tool_name: str | None = None,
         max_retries: int = 3,
         budget: int | None = None,
         count_tokens: Tokenizer | None = None,
-        id: str | None = "scratchpad",
+        id: str | EllipsisType | None = ...,
         placement: Placement = DEFAULT_PLACEMENT,
         **options: Any,
     ) -> None:
-        self.id = id
         self.placement = check_placement(placement)
         self.description = "The agent's scratchpad: notes it reads every turn and updates."
         self.defer_loading = False
@@ -94,6 +98,7 @@ class ScratchpadCapability(AbstractCapability[Any]):
             **options,
         )
         self._notes = self.toolset.notes
+        self.id = self.toolset.id
         self.per_run: RunNotes | None = None
         """This run's notes, in the copy a run works with (``for_run``)."""
 

@@ -35,7 +35,8 @@ __all__ = (
     "scope_from_run",
 )
 
-#: The tools' names as the model sees them: providers accept them as they are.
+#: The tools' names as the model sees them, for a scratchpad without a name: providers
+#: accept them as they are. A named one's are ``{name}_update`` and ``{name}_edit``.
 DEFAULT_TOOL_NAME = "scratchpad_update"
 DEFAULT_EDIT_TOOL_NAME = "scratchpad_edit"
 
@@ -89,11 +90,11 @@ class Notes:
         storage: str | StorageBackend | None,
         scope_from: ScopeResolver,
         events: EventBus | None,
-        tool_name: str,
+        tool_name: str | None,
         max_retries: int,
         budget: int | None,
         options: Mapping[str, Any],
-        edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
+        edit_tool_name: str | None = None,
         count_tokens: Tokenizer | None = None,
     ) -> None:
         if layer is not None and not isinstance(layer, ScratchpadLayer):
@@ -110,18 +111,18 @@ class Notes:
                 f"scope_from must be a function of the RunContext returning the thread id, "
                 f"not {scope_from!r}"
             )
-        check_tool_names(tool_name, edit_tool_name)
         if max_retries < 0:
             raise ScratchpadConfigError(f"max_retries must be 0 or more, not {max_retries}")
+        layer = layer if layer is not None else scratchpad(**options)
+        # Default: the layer's names (``scratchpad_update``, a named one's ``profile_update``).
+        names = layer.tool_names()
+        tool_name = names["update"] if tool_name is None else tool_name
+        edit_tool_name = names["edit"] if edit_tool_name is None else edit_tool_name
+        check_tool_names(tool_name, edit_tool_name)
         # A URL (or None: $NOETIC_SCRATCHPAD_STORAGE, else memory://) is opened, and closed,
         # by the core; a backend passed in stays the caller's.
-        self.core = ScratchpadCore(
-            layer if layer is not None else scratchpad(**options),
-            storage=storage,
-            events=events,
-            count_tokens=count_tokens,
-        )
-        self.layer = self.core.scratchpad()
+        self.core = ScratchpadCore(layer, storage=storage, events=events, count_tokens=count_tokens)
+        self.layer = layer
         self.scope_from = scope_from
         self.tool_name = tool_name
         self.edit_tool_name = edit_tool_name
@@ -181,7 +182,8 @@ class RunNotes:
         return self.handle
 
     async def block(self, ctx: RunContext[Any]) -> str | None:
-        """The ``<scratchpad>`` block for the next model request, or ``None`` while empty.
+        """The ``<scratchpad>`` block (a named one's ``<scratchpad name="...">``) for the next
+        model request, or ``None`` while empty.
 
         Every request but the run's first follows a tool step (or a retry), so the state is
         re-read first: this run's tools and other runs on the scope may have written it.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from types import EllipsisType
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -16,8 +17,6 @@ from ...layer import ScratchpadHandle, ScratchpadLayer
 from ...render import Tokenizer
 from ...storage import StorageBackend
 from ._notes import (
-    DEFAULT_EDIT_TOOL_NAME,
-    DEFAULT_TOOL_NAME,
     Notes,
     RunNotes,
     ScopeResolver,
@@ -39,7 +38,8 @@ class ScratchpadToolset(AbstractToolset[Any]):
     a per-run copy (``for_run``), and one per call otherwise. Where toolsets cannot add
     instructions, pass ``instructions=[toolset.instructions]`` to the ``Agent`` as well.
 
-    Arguments are those of :class:`ScratchpadCapability`; ``id`` names the toolset.
+    Arguments are those of :class:`ScratchpadCapability`; ``id`` names the toolset
+    (default, the layer's id: ``scratchpad``, or the scratchpad's ``name``).
     """
 
     def __init__(
@@ -50,12 +50,12 @@ class ScratchpadToolset(AbstractToolset[Any]):
         storage: str | StorageBackend | None = None,
         scope_from: ScopeResolver = scope_from_run,
         events: EventBus | None = None,
-        tool_name: str = DEFAULT_TOOL_NAME,
-        edit_tool_name: str = DEFAULT_EDIT_TOOL_NAME,
+        tool_name: str | None = None,
+        edit_tool_name: str | None = None,
         max_retries: int = 3,
         budget: int | None = None,
         count_tokens: Tokenizer | None = None,
-        id: str | None = "scratchpad",
+        id: str | EllipsisType | None = ...,
         **options: Any,
     ) -> None:
         notes = Notes(
@@ -75,7 +75,7 @@ class ScratchpadToolset(AbstractToolset[Any]):
         """This run's notes, in the copy a run works with (``for_run``)."""
         self.adds_instructions = True
         """Whether ``get_instructions`` adds the block (a capability adds it itself)."""
-        self._id = id
+        self._id = notes.layer.id if id is ... else id
 
     def bound(self, run: RunNotes | None, *, adds_instructions: bool) -> ScratchpadToolset:
         """A copy working with the notes ``run`` (storage and settings are shared)."""
@@ -118,7 +118,7 @@ class ScratchpadToolset(AbstractToolset[Any]):
         return await self.instructions(ctx)
 
     async def instructions(self, ctx: RunContext[Any]) -> str | None:
-        """The ``<scratchpad>`` block for this request (``None`` while it is empty); an
+        """The block for this request (``None`` while it is empty); an
         instructions function: ``Agent(..., instructions=[toolset.instructions])``."""
         return await self._notes_now().block(ctx)
 

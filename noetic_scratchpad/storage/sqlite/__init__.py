@@ -1,9 +1,9 @@
 """``sqlite:///path.db``: an embedded store on aiosqlite, safe for several processes per file.
 
-Writes go through one writer per process: a :class:`~noetic_scratchpad.locks.KeyedBatcher`
-with a single key turns every write that arrives while a transaction runs into the next
-transaction (group commit), and each transaction is one function run in the connection's
-thread, so an update costs one thread hop however many statements it needs. Each
+Writes go through one writer per process: its queue turns every write that arrives while
+a transaction runs into the next transaction (group commit), and each transaction is one
+function run in the connection's thread, so an update costs one thread hop however many
+statements it needs. Each
 transaction starts with ``BEGIN IMMEDIATE``, which takes SQLite's write lock before it
 reads, so writers in other processes sharing the file are serialized by SQLite itself.
 Reads run on a second, read-only connection and never wait for a write transaction (WAL).
@@ -17,8 +17,8 @@ The modules, one job each:
   the one at the path (a removed or replaced file refuses writes and reads);
 - :mod:`.table`: the tables' shape (key-value rows with their revision, and the journal),
   their SQL, the upgrade of a 0.1 file, and how a stored value is decoded;
-- :mod:`.batch`: the jobs, and what one transaction does to each key before it writes;
-- :mod:`.writer`: the write transaction (group commit, the row cache, per-key isolation);
+- :mod:`.writer`: the queue of writes and the write transaction (group commit, what a
+  transaction does to each key before it writes, the row cache, per-key isolation);
 - :mod:`.store`: :class:`SqliteStorage`, the storage contract on top of them.
 """
 

@@ -4,10 +4,10 @@ aiosqlite's public API costs one thread hop per statement, which makes a read-mo
 four hops (BEGIN, SELECT, UPSERT, COMMIT) and about three times slower than one hop.
 ``Connection._execute`` is the only way to run a function of ours in the thread that owns
 the sqlite3 connection, and ``Connection._conn`` the only way to reach that connection;
-:func:`run_in_connection_thread` and :func:`raw_connection` are the only places that touch
-aiosqlite's private API, and :func:`check_aiosqlite` verifies both exist when a storage is
-opened. (:func:`daemonize` also reaches ``Connection._thread``, and does nothing where it
-is missing.)
+:func:`run_in_connection_thread`, :func:`executor` and :func:`raw_connection` are the only
+places that touch aiosqlite's private API, and :func:`check_aiosqlite` verifies both exist
+when a storage is opened. (:func:`daemonize` also reaches ``Connection._thread``, and
+does nothing where it is missing.)
 
 The writer connection puts the file in WAL mode, so the second, read-only connection reads
 without ever waiting for a write transaction.
@@ -19,7 +19,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -35,6 +35,7 @@ __all__ = (
     "check_aiosqlite",
     "daemonize",
     "error_code",
+    "executor",
     "fetch_all",
     "open_connections",
     "raw_connection",
@@ -57,6 +58,14 @@ async def run_in_connection_thread(
     # aiosqlite's private API, untyped: see the module's docstring.
     result: _T = await connection._execute(fn, *args)  # type: ignore[no-untyped-call]  # noqa: SLF001
     return result
+
+
+def executor(connection: aiosqlite.Connection) -> Callable[..., Awaitable[Any]]:
+    """:func:`run_in_connection_thread` bound to ``connection`` once: ``await
+    executor(connection)(fn, *args)`` runs ``fn(*args)`` in its thread (a writer's every
+    transaction goes this way)."""
+    execute: Callable[..., Awaitable[Any]] = connection._execute  # noqa: SLF001  # see the module's docstring
+    return execute
 
 
 def raw_connection(connection: aiosqlite.Connection) -> sqlite3.Connection:

@@ -79,6 +79,11 @@ def _path_of(url: str, parts: SplitResult) -> str:
     """The file path of a ``sqlite://`` URL, as written (relative paths stay relative)."""
     if parts.scheme.lower() != "sqlite":
         raise StorageConfigError(f"{url!r} is not a sqlite:// URL")
+    if not url[len("sqlite:") :].startswith("//"):  # sqlite:/x.db, sqlite:x.db: which file?
+        raise StorageConfigError(
+            f"sqlite URL {url!r} is malformed: write sqlite:/// and then the file's path, "
+            "as in sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
     if parts.netloc:
         raise StorageConfigError(
             f"sqlite URL {url!r} names a host ({parts.netloc!r}); SQLite is a local file: "

@@ -1,9 +1,9 @@
 """:class:`SqliteStorage`: the storage contract on one SQLite file.
 
 Reads run on a read-only connection, one thread hop each, and never wait for a write
-transaction (WAL). Writes are queued on a :class:`~noetic_scratchpad.locks.KeyedBatcher`
-with a single key: the writes that arrive while a transaction runs make up the next one
-(group commit), which :class:`~.writer.SqliteWriter` runs in one thread hop.
+transaction (WAL). Writes (:class:`~.writer.SqliteWrites`) are queued on the
+:class:`~.writer.SqliteWriter`: the writes that arrive while a transaction runs make up
+the next one (group commit), which it runs in one thread hop.
 """
 
 from __future__ import annotations
@@ -18,19 +18,14 @@ from typing import Any, TypeVar
 import aiosqlite
 import anyio
 
-from ... import _json
 from ...errors import StorageError
-from ...locks import KeyedBatcher
 from ..base import (
-    CommitFn,
-    JournalCommitFn,
     JournalRow,
     JournalView,
     JsonValue,
     KeyInfo,
     Revision,
     StorageBackend,
-    UpdateFn,
     journal_limit,
 )
 from .connection import (
@@ -43,7 +38,7 @@ from .connection import (
 from .file import OpenedFile
 from .options import SqliteOptions, check_path, parse_sqlite_url
 from .table import TableSql, decode_journal, decode_row
-from .writer import CommitJob, DeleteJob, Job, SetJob, SqliteWriter
+from .writer import SqliteWriter, SqliteWrites
 
 __all__ = ("SqliteStorage",)
 
@@ -53,13 +48,14 @@ _T = TypeVar("_T")
 _GET_MANY_CHUNK = 500
 
 
-class SqliteStorage(StorageBackend):
+class SqliteStorage(SqliteWrites, StorageBackend):
     """A :class:`StorageBackend` on one SQLite file in WAL mode.
 
     Open it with ``await SqliteStorage.open("sqlite:///scratchpad.db")`` (or
     ``open_storage``). Values are stored as JSON text in one table,
     ``(key TEXT PRIMARY KEY, value TEXT, updated_at REAL, revision INTEGER)``, and journal
-    entries in ``{table}_journal``; both are created on first open.
+    entries in ``{table}_journal``; both are created on first open. Its writes are
+    :class:`~.writer.SqliteWrites`'s methods.
     """
 
     url = "sqlite://"
@@ -77,10 +73,7 @@ class SqliteStorage(StorageBackend):
         self._writer = SqliteWriter(writer, options, self._sql, file)
         self._reader = reader
         self._file = file
-        self._batcher: KeyedBatcher[None, Job, Any] = KeyedBatcher(
-            self._run_batch, max_batch=options.max_batch
-        )
-        self.tasks = self._batcher.tasks
+        self.tasks = self._writer.tasks
         """Where the writes run: an object owning this backend may lend them its task
         group (``with backend.tasks.hosted_by(group):``)."""
         self._closed = False
@@ -161,43 +154,6 @@ class SqliteStorage(StorageBackend):
                 "is intact and readable"
             ) from exc
 
-    # -- writes: one writer per process, group commit --------------------------------------
-
-    async def set(self, key: str, value: JsonValue) -> None:
-        text = _json.dumps(value).decode()  # ValueError here: nothing is queued
-        await self._submit(SetJob(key, text))
-
-    async def delete(self, key: str) -> None:
-        await self._submit(DeleteJob(key))
-
-    async def purge_deleted(self, prefix: str) -> int:
-        """Forget the retired revisions (and stray journal rows) of the deleted keys under
-        ``prefix``; see :mod:`..purge`. The writer's thread runs it between batches."""
-        if self._closed:
-            raise self._closed_error()
-        return await self._writer.purge_deleted(prefix)
-
-    async def update(self, key: str, fn: UpdateFn) -> JsonValue:
-        return await self._submit(CommitJob(key, fn))
-
-    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
-        revision: Revision = await self._submit(CommitJob(key, fn, keep, False))
-        return revision
-
-    async def commit_with_journal(
-        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
-    ) -> Revision:
-        revision: Revision = await self._submit(CommitJob(key, fn, keep, False, after))
-        return revision
-
-    async def _submit(self, job: Job) -> Any:
-        if self._closed:
-            raise self._closed_error()
-        return await self._batcher.submit(None, job)
-
-    async def _run_batch(self, _key: None, jobs: builtins.list[Job]) -> builtins.list[Any]:
-        return await self._writer.run(jobs)
-
     # -- closing ----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
@@ -206,14 +162,9 @@ class SqliteStorage(StorageBackend):
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
-            await self._batcher.wait_idle()
+            await self._writer.wait_idle()
             await self._writer.close()
             await self._reader.close()
-
-    def _closed_error(self) -> StorageError:
-        return StorageError(
-            f"the SQLite storage {self.path} is closed; open it again with open_storage()"
-        )
 
 
 def _read_view(

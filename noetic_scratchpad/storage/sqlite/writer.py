@@ -1,23 +1,33 @@
-"""The write transaction: a batch of writes applied in one thread hop, one commit.
+"""The writer: the queue of a storage's writes, and the transaction that runs them.
 
-Every write of a process arrives here as a job, and the jobs queued while a transaction
-runs become the next transaction (group commit; the queue is the store's
-:class:`~noetic_scratchpad.locks.KeyedBatcher`). A transaction is one function run in the
-writer connection's thread, so it costs one thread hop however many statements it needs.
+Every write of a process arrives here as a job (:meth:`SqliteWriter.submit`), and the jobs
+queued while a transaction runs become the next transaction (group commit). The queue's
+worker is a task of the writer's own (:attr:`SqliteWriter.tasks`, which an owning object
+may host in its task group), never a caller's: cancelling a caller only ends its wait; a
+job still queued is then removed and never runs, one already in a running transaction runs
+to the end (its write may land), and the other jobs of that transaction get their results
+as if nothing happened. Each caller gets its result only after its transaction has
+committed. A transaction is one function run in the writer connection's thread, so it
+costs one thread hop however many statements it needs.
 
 - ``BEGIN IMMEDIATE`` takes SQLite's write lock before the transaction reads anything, so
   writers in other processes sharing the file are serialized by SQLite itself, and no
   read-modify-write can be interleaved with another's.
+- The jobs of a transaction are applied in order to a :class:`KeyState` per key, which
+  then writes each changed key's final row, its new journal rows and the journal's trim.
+  A key's revision is known once the writer has read or cached the row; a ``set`` on a row
+  it never read only counts itself (``bumps``), and the row's revision then advances by
+  that count in SQL, so a ``set`` never costs a read.
 - Each write advances the key's revision. A commit writes the key's row, its journal row
   and the journal's trim in the same transaction, so state and journal change together;
   a ``commit_with_journal`` reads the journal rows it needs in that transaction too.
 - Just before ``COMMIT``, the transaction checks that the database file is still the one
   at the path (:mod:`.file`): a removed or replaced file fails the batch, unwritten.
-- The writer keeps the values (and revisions) of the rows it committed lately, and hands
-  an update the very object it last stored. That cache is only true while no other connection
-  has written: each transaction reads ``PRAGMA data_version``, which changes only when
-  another connection has committed since our last transaction, and then drops it all
-  before reading anything.
+- The writer keeps the rows it committed lately (each as the :class:`~..base.Revision` its
+  commit returned), and hands an update the very object it last stored. That cache is
+  only true while no other connection has written: each transaction reads
+  ``PRAGMA data_version``, which changes only when another connection has committed since
+  our last transaction, and then drops it all before reading anything.
 - Writes are isolated per key: an update function that raises fails only its own job, and
   a row that SQLite refuses (a trigger, a constraint; journal rows included) fails only
   the jobs of that key; their neighbours in the batch still commit. When some key takes
@@ -32,22 +42,39 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiosqlite
 
-from ... import _json
+from ... import _json, _runtime
+from ..._runtime import Event, TaskOwner
 from ...errors import StorageBusyError, StorageError
-from ..base import JournalRow, Revision
-from .batch import Batch, CommitJob, DeleteJob, Job, KeyState, SetJob, Unparsed
-from .connection import SQLITE_BUSY, error_code, raw_connection, run_in_connection_thread
+from ...locks import WorkAbandoned
+from ..base import CommitFn, JournalCommitFn, JournalRow, JsonValue, Revision, UpdateFn
+from .connection import (
+    SQLITE_BUSY,
+    error_code,
+    executor,
+    raw_connection,
+    run_in_connection_thread,
+)
 from .file import OpenedFile
 from .options import SqliteOptions
 from .table import TableSql, decode_journal, decode_row
 
-__all__ = ("CommitJob", "DeleteJob", "Job", "SetJob", "SqliteWriter")
+__all__ = (
+    "Batch",
+    "CommitJob",
+    "DeleteJob",
+    "Job",
+    "KeyState",
+    "SetJob",
+    "SqliteWriter",
+    "SqliteWrites",
+)
 
 _T = TypeVar("_T")
 
@@ -55,12 +82,166 @@ _T = TypeVar("_T")
 _RECENT_ROWS = 256
 
 
+# Plain slotted classes: a frozen dataclass's __init__ costs twice as much, on every write.
+@dataclass(slots=True)
+class CommitJob:
+    """A read-modify-write of ``key``. ``plain``: an ``update`` (``fn`` maps the value to
+    the new value, and its outcome is that value); else a ``commit`` (``fn`` maps a
+    ``Revision`` to a ``Commit``, whose entry is journaled when ``keep`` is positive).
+    ``after``: a ``commit_with_journal``, whose ``fn`` also gets the journal rows above
+    that revision."""
+
+    key: str
+    fn: Callable[..., Any]
+    keep: int = 0
+    plain: bool = True
+    after: int | None = None
+
+
+@dataclass(slots=True)
+class SetJob:
+    key: str
+    text: str
+
+
+@dataclass(slots=True)
+class DeleteJob:
+    key: str
+
+
+Job = CommitJob | SetJob | DeleteJob
+
+
+@dataclass(slots=True)
+class Unparsed:
+    """The value of a row written in this batch by a ``set``: its text, parsed only if a
+    commit of the same key follows in the batch."""
+
+    text: str
+
+
+class KeyState:
+    """One key as the transaction sees it so far, and what it will write for it."""
+
+    __slots__ = (
+        "bumps",
+        "changed",
+        "clear",
+        "current",
+        "exists",
+        "floor",
+        "journal",
+        "revision",
+        "text",
+        "value",
+    )
+
+    def __init__(
+        self,
+        value: Any,
+        revision: int | None,
+        exists: bool = True,
+        current: Revision | None = None,
+    ) -> None:
+        #: ``value`` and ``revision`` as the :class:`Revision` a commit's ``fn`` is handed
+        #: (and a commit returns), when one is at hand: the row cache's, or the last
+        #: commit's; ``None`` after a set or a delete, or for a row just read.
+        self.current = current
+        #: The current value (``None``: missing), or :class:`Unparsed` after a set.
+        self.value = value
+        #: Whether the key has a value (a commit's ``fn`` sees ``Revision(None, 0)`` if not).
+        self.exists = exists
+        #: The current revision, or for a missing key its last one (0: never written);
+        #: ``None`` when the row was never read (see ``bumps``).
+        self.revision = revision
+        #: Sets made since the unread row's revision.
+        self.bumps = 0
+        #: Whether the key's row is to be written; ``text`` ``None``: deleted.
+        self.changed = False
+        self.text: str | None = None
+        #: Journal rows to insert, as (revision, entry text).
+        self.journal: list[tuple[int, str]] = []
+        #: Journal rows at or below this revision are trimmed (0: none).
+        self.floor = 0
+        #: Whether every journal row stored for the key is deleted first.
+        self.clear = False
+
+    def set(self, text: str) -> None:
+        self.value, self.current = Unparsed(text), None
+        self.text = text
+        self.changed = self.exists = True
+        if self.revision is None:
+            self.bumps += 1
+        else:
+            self.revision += 1
+
+    def delete(self) -> None:
+        # The revision stays: the key's next write continues above it.
+        self.value, self.bumps, self.exists, self.current = None, 0, False, None
+        self.text = None
+        self.changed = self.clear = True
+        self.journal = []
+        self.floor = 0
+
+    def commit(self, value: Any, text: str, entry: str | None, keep: int) -> Revision:
+        """Record a commit on the current (known) revision; return the new value and
+        revision."""
+        assert self.revision is not None
+        if not self.exists:
+            # A new row: journal rows of an earlier key of that name that a writer without
+            # journal left behind must not show as its history.
+            self.clear = True
+        revision = self.revision = self.revision + 1
+        self.value, self.text, self.changed, self.exists = value, text, True, True
+        if entry is not None:
+            self.journal.append((revision, entry))
+            self.floor = max(self.floor, revision - keep)
+        current = self.current = Revision(value, revision)
+        return current
+
+
+class Batch:
+    """What one transaction has done so far: each key's state, and one outcome per job."""
+
+    __slots__ = ("keys", "outcomes")
+
+    def __init__(self) -> None:
+        self.keys: dict[str, KeyState] = {}
+        #: Per job: its result, or the exception that fails it alone.
+        self.outcomes: list[Any] = []
+
+    def fail_key(self, key: str, jobs: Sequence[Job], error: StorageError) -> None:
+        """Fail every job of ``key`` that has not failed already, and write nothing for it."""
+        for index, job in enumerate(jobs):
+            if job.key == key and not isinstance(self.outcomes[index], Exception):
+                self.outcomes[index] = error
+        self.keys[key].changed = False
+
+
+class _Waiter:
+    """A queued job and the caller waiting for its outcome."""
+
+    __slots__ = ("done", "finished", "job", "outcome")
+
+    def __init__(self, job: Job, finished: Event) -> None:
+        self.job = job
+        self.finished = finished
+        self.done = False
+        self.outcome: Any = None
+
+    def finish(self, outcome: Any) -> None:
+        self.outcome, self.done = outcome, True
+        self.finished.set()
+
+
 class SqliteWriter:
-    """The write side of a :class:`SqliteStorage`: its connection, and the state that
-    connection's thread keeps between transactions (the row cache).
+    """The write side of a :class:`SqliteStorage`: the queue of its writes, its
+    connection, and the state that connection's thread keeps between transactions (the
+    row cache).
 
     :meth:`transaction` and what it calls run in the connection's thread only; the
-    coroutines hop there.
+    coroutines hop there. Made on a running loop (the store is opened there): the writer
+    takes the event of that loop's runtime once (:func:`~..._runtime.implementation`).
     """
 
     def __init__(
@@ -77,18 +258,79 @@ class SqliteWriter:
         self.conn = raw_connection(connection)
         self.options = options
         self._sql = sql
-        # key -> (value, revision) of rows this writer committed lately. Each entry was the
-        # stored row when this writer's last transaction committed; see _forget_if_stale.
-        self._recent: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        # key -> the Revision (value and revision) of rows this writer committed lately, as
+        # their commits returned them. Each entry was the stored row when this writer's last
+        # transaction committed; see _forget_if_stale.
+        self._recent: OrderedDict[str, Revision] = OrderedDict()
         self._data_version: int | None = None
+        # The queue: jobs not yet taken by the worker, which runs while ``_working``.
+        self._queue: deque[_Waiter] = deque()
+        self._working = False
+        self._idle: Event | None = None
+        self._new_event = _runtime.implementation().new_event
+        self._execute = executor(connection)
+        self.tasks = TaskOwner()
+        """Where the worker runs."""
+
+    def __len__(self) -> int:
+        """1 while a worker runs (jobs queued or in a transaction), else 0."""
+        return int(self._working)
+
+    # -- on the event loop ---------------------------------------------------------------------
+
+    async def submit(self, job: Job) -> Any:
+        """Run ``job`` in a transaction after those queued before it; its outcome (a
+        plain update's value, a commit's :class:`Revision`, ``None``)."""
+        waiter = _Waiter(job, self._new_event())
+        if not self._working:
+            if not self.tasks.start_soon(self._work):
+                raise RuntimeError("the SQLite writer needs a running asyncio loop")
+            self._working = True
+        self._queue.append(waiter)
+        try:
+            await waiter.finished.wait()
+        finally:
+            if not waiter.done:  # the caller stopped waiting (cancelled, timed out)
+                with contextlib.suppress(ValueError):  # in a running transaction: it runs
+                    self._queue.remove(waiter)  # still queued: it never runs
+        outcome = waiter.outcome
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    async def wait_idle(self) -> None:
+        """Wait until the queue is empty and its last transaction has finished."""
+        while self._working:
+            if self._idle is None:
+                self._idle = self._new_event()
+            await self._idle.wait()
+
+    async def _work(self) -> None:
+        """The worker: run what is queued, transaction after transaction, then end."""
+        queue, max_batch = self._queue, self.options.max_batch
+        try:
+            while queue:
+                batch = [queue.popleft() for _ in range(min(len(queue), max_batch))]
+                try:
+                    outcomes = await self._execute(self.transaction, [w.job for w in batch])
+                except Exception as exc:  # not the database's (it fails the jobs): a bug
+                    outcomes = [exc] * len(batch)
+                except BaseException:  # cancelled: the loop is closing
+                    queue.extendleft(reversed(batch))  # abandoned with the rest, below
+                    raise
+                for waiter, outcome in zip(batch, outcomes, strict=True):
+                    waiter.finish(outcome)
+        finally:
+            while queue:
+                queue.popleft().finish(_abandoned())
+            self._working = False
+            if self._idle is not None:
+                self._idle.set()
+                self._idle = None
 
     async def call(self, fn: Callable[..., _T], *args: Any) -> _T:
         """``fn(*args)`` in the writer connection's thread, where :attr:`conn` may be used."""
         return await run_in_connection_thread(self.connection, fn, *args)
-
-    async def run(self, jobs: Sequence[Job]) -> list[Any]:
-        """Run ``jobs`` as one transaction: one thread hop, one outcome per job."""
-        return await run_in_connection_thread(self.connection, self.transaction, jobs)
 
     async def close(self) -> None:
         await self.connection.close()
@@ -187,7 +429,7 @@ class SqliteWriter:
             state = keys.get(job.key)
             if state is None:
                 cached = self._recent.get(job.key)
-                state = keys[job.key] = KeyState(None, None if cached is None else cached[1])
+                state = keys[job.key] = KeyState(None, None if cached is None else cached.revision)
             if isinstance(job, SetJob):
                 state.set(job.text)
             else:
@@ -206,9 +448,10 @@ class SqliteWriter:
                 value, entry = job.fn(state.value), None
                 data = _json.dumps(value)  # ValueError for what JSON cannot hold
             else:
-                # A missing key reads as revision 0, whatever revisions it had before.
-                revision = state.revision if state.exists else 0
-                current = Revision(state.value, revision or 0)
+                current = state.current
+                if current is None:
+                    # A missing key reads as revision 0, whatever revisions it had before.
+                    current = Revision(state.value, (state.revision or 0) if state.exists else 0)
                 if job.after is None:
                     commit = job.fn(current)
                 else:
@@ -221,8 +464,8 @@ class SqliteWriter:
             raise
         except Exception as exc:
             return exc
-        revision = state.commit(value, text, entry, job.keep)
-        return value if job.plain else Revision(value, revision)
+        committed = state.commit(value, text, entry, job.keep)
+        return value if job.plain else committed
 
     def _journal_above(
         self, conn: sqlite3.Connection, key: str, state: KeyState, after: int
@@ -251,7 +494,7 @@ class SqliteWriter:
             if cached is None:
                 state = batch.keys[key] = KeyState(*self._read(conn, key, decode=True))
             else:
-                state = batch.keys[key] = KeyState(*cached)
+                state = batch.keys[key] = KeyState(cached.value, cached.revision, True, cached)
             return state
         if state.revision is None:  # sets on a row never read: they count from its revision
             state.revision = self._read(conn, key, decode=False)[1] + state.bumps
@@ -326,7 +569,10 @@ class SqliteWriter:
             if state.text is None or state.revision is None or isinstance(state.value, Unparsed):
                 recent.pop(key, None)
             else:
-                recent[key] = (state.value, state.revision)
+                current = state.current
+                if current is None:  # a set whose row a failed commit parsed
+                    current = Revision(state.value, state.revision)
+                recent[key] = current
                 recent.move_to_end(key)
         while len(recent) > _RECENT_ROWS:
             recent.popitem(last=False)
@@ -359,3 +605,58 @@ class SqliteWriter:
         )
         error.__cause__ = exc
         return error
+
+
+class SqliteWrites:
+    """The storage contract's writes of :class:`~.store.SqliteStorage`, each queued on its
+    :class:`SqliteWriter`: defined here, beside the queue and the transaction that serve
+    them, so that a write goes from the contract to its transaction within this module."""
+
+    path: str
+    _writer: SqliteWriter
+    _closed: bool
+
+    async def set(self, key: str, value: JsonValue) -> None:
+        text = _json.dumps(value).decode()  # ValueError here: nothing is queued
+        await self._submit(SetJob(key, text))
+
+    async def delete(self, key: str) -> None:
+        await self._submit(DeleteJob(key))
+
+    async def purge_deleted(self, prefix: str) -> int:
+        """Forget the retired revisions (and stray journal rows) of the deleted keys under
+        ``prefix``; see :mod:`..purge`. The writer's thread runs it between batches."""
+        if self._closed:
+            raise self._closed_error()
+        return await self._writer.purge_deleted(prefix)
+
+    async def update(self, key: str, fn: UpdateFn) -> JsonValue:
+        return await self._submit(CommitJob(key, fn))
+
+    async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
+        if self._closed:
+            raise self._closed_error()
+        revision: Revision = await self._writer.submit(CommitJob(key, fn, keep, False))
+        return revision
+
+    async def commit_with_journal(
+        self, key: str, fn: JournalCommitFn, *, keep: int, after: int
+    ) -> Revision:
+        if self._closed:
+            raise self._closed_error()
+        revision: Revision = await self._writer.submit(CommitJob(key, fn, keep, False, after))
+        return revision
+
+    async def _submit(self, job: Job) -> Any:
+        if self._closed:
+            raise self._closed_error()
+        return await self._writer.submit(job)
+
+    def _closed_error(self) -> StorageError:
+        return StorageError(
+            f"the SQLite storage {self.path} is closed; open it again with open_storage()"
+        )
+
+
+def _abandoned() -> WorkAbandoned:
+    return WorkAbandoned("the write was abandoned: its event loop is shutting down")
