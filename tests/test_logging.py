@@ -234,9 +234,14 @@ def test_the_noetic_scratchpad_logger_level_silences_the_library(
     assert len(ours()) == 7  # three diagnostics, four failures of the subscriber
     caplog.clear()
 
-    logging.getLogger("noetic_scratchpad").setLevel(logging.CRITICAL)  # caplog restores it
-    for event in sample_diagnostics():
-        bus.emit(event)
+    package = logging.getLogger("noetic_scratchpad")
+    level = package.level
+    package.setLevel(logging.CRITICAL)  # what an application does; put back for the next test
+    try:
+        for event in sample_diagnostics():
+            bus.emit(event)
+    finally:
+        package.setLevel(level)
 
     assert ours() == []
 
