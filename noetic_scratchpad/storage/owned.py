@@ -7,6 +7,7 @@ closed). :class:`OwnedStorage` is that rule in one place.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import anyio
@@ -43,11 +44,13 @@ class OwnedStorage:
 
         self._backend: StorageBackend | None = None
         self._url: str | None = None  # as given: it may hold a password
+        self._defaulted = False  # no storage given anywhere: memory://, said once
         if isinstance(storage, StorageBackend):
             self._backend, shown = storage, storage.url
         elif storage is None or isinstance(storage, str):
             self._url = resolve_storage_url(storage)
             shown = redact_url(self._url)
+            self._defaulted = not resolve_storage_url(storage, default="")  # none chosen
         else:
             raise StorageTypeError(
                 "storage must be a URL such as 'sqlite:///notes.db', an opened backend "
@@ -80,6 +83,9 @@ class OwnedStorage:
         async with self._lock:
             if self._backend is None:
                 self._backend = await open_storage(self._url)
+                logger.info("scratchpad storage opened: %s", self.url)
+                if self._defaulted:
+                    _say_memory_is_the_default()
             return self._backend
 
     async def aclose(self) -> None:
@@ -130,3 +136,17 @@ class OwnedStorage:
         whose = "owned" if self.owned else "borrowed"
         state = "open" if self._backend is not None else "not open"
         return f"<OwnedStorage {self.url!r} {whose}, {state}>"
+
+
+@functools.cache
+def _say_memory_is_the_default() -> None:
+    """Once a process: the notes of a host given no storage end with the process, and the
+    CLI, which defaults to a SQLite file, will not find them."""
+    from . import ENV_VAR
+
+    logger.warning(
+        "no storage given: the scratchpad keeps its notes in memory://, gone when this "
+        "process ends (the CLI's `noetic-scratchpad list` will not see them). Pass "
+        "storage='sqlite:///scratchpad.db' (the CLI's default file) or set $%s",
+        ENV_VAR,
+    )
