@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal
 
 from ..edits import EDIT_TOOL
@@ -65,6 +67,13 @@ class ScratchpadConfig:
     history_limit: int = 50
     """Journal entries kept per scope (``handle.history``, ``handle.revert``); 0 keeps none.
     Each entry holds the update and the prior values of the keys it wrote."""
+    ttl: timedelta | float | None = None
+    """How long a scope lives after its last write: a ``timedelta`` or seconds (positive);
+    ``None``: for good. An expired scope reads as empty (the initial state, revision 0,
+    no history), and the next write starts it afresh above its old revisions, as after
+    ``reset``. ``sweep_expired`` removes expired scopes from storage."""
+    clock: Callable[[], float] | None = None
+    """Unix seconds now, for ``ttl`` (``None``: ``time.time``); tests pass their own."""
     description: str | None = None
     """The update tool's description, instead of the one built from the schema's words."""
     instructions: str | None = None
@@ -80,6 +89,12 @@ class ScratchpadConfig:
     def text_notes(self) -> bool:
         """Whether the notes are text the model rewrites whole: a template and no schema."""
         return self.schema is None and bool(self.template)
+
+    @property
+    def ttl_seconds(self) -> float | None:
+        """``ttl`` in seconds (``None``: scopes never expire)."""
+        ttl = self.ttl
+        return ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
 
     @property
     def layer_id(self) -> str:
@@ -136,6 +151,28 @@ class ScratchpadConfig:
             )
         for name in ("write_timeout", "read_timeout"):
             _check_timeout(name, getattr(self, name))
+        _check_ttl(self.ttl)
+        if self.clock is not None and not callable(self.clock):
+            raise ScratchpadConfigError(
+                f"clock must be a function that returns Unix seconds, or None, not {self.clock!r}"
+            )
+
+
+def _check_ttl(ttl: Any) -> None:
+    if ttl is None:
+        return
+    if isinstance(ttl, timedelta):
+        seconds = ttl.total_seconds()
+    elif isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise ScratchpadConfigError(
+            f"ttl must be a timedelta, a number of seconds or None, not {ttl!r}"
+        )
+    else:
+        seconds = ttl
+    if not 0 < seconds < float("inf"):
+        raise ScratchpadConfigError(
+            f"ttl must be positive and finite (such as timedelta(days=30)) or None, not {ttl!r}"
+        )
 
 
 def _check_timeout(name: str, seconds: Any) -> None:

@@ -184,7 +184,8 @@ def history_of(
 ) -> list[HistoryEntry]:
     """The entries of ``rows`` (newest first, as read), each with what it changed, given
     the ``current`` state at ``revision``. A gap in the revisions (an entry that could not
-    be read) leaves the entries older than it without ``changes``."""
+    be read) leaves the entries older than it without ``changes``; the entries stop at
+    the write that found nothing stored (a first write, or one after a reset or expiry)."""
     entries: list[HistoryEntry] = []
     after: Any = current
     expected = revision
@@ -208,6 +209,10 @@ def history_of(
                 replaced=replaced,
             )
         )
+        if entry["undo"].get("state", MISSING) is None:
+            # Nothing was stored before this write: older rows (a scope that expired and
+            # was written again keeps them until trimmed) belong to a state that is gone.
+            break
         after, expected = before, number - 1
     return entries
 
@@ -259,13 +264,16 @@ class Revert(Rewrite):
     Raises ``ScratchpadHistoryError`` (inside the write, which then writes nothing) when
     the kept journal does not reach back to ``revision`` at that moment."""
 
-    __slots__ = ("_initial", "_seen", "revision")
+    __slots__ = ("_initial", "_seen", "expired", "revision")
 
     def __init__(self, revision: int, initial: Callable[[], ScratchpadState]) -> None:
         super().__init__(self._replace, {"revert": revision}, "revert")
         self.revision = revision
         self._initial = initial
         self._seen: tuple[Revision, list[JournalRow]] | None = None
+        #: The stored revision a layer's ``ttl`` expired (the writer sets it): the
+        #: rebuild then sees nothing stored and no journal, as after a reset.
+        self.expired: int | None = None
 
     @property
     def after(self) -> int:
@@ -278,6 +286,8 @@ class Revert(Rewrite):
         it keeps what the backend hands over for the rebuild, then runs ``fn``."""
 
         def commit(current: Revision, rows: list[JournalRow]) -> Commit:
+            if current.revision == self.expired:
+                current, rows = Revision(None, 0), []
             self._seen = (current, rows)
             return fn(current)
 

@@ -19,6 +19,7 @@ from ..storage import ScopedStorage
 from ..storage.base import JournalView, Revision
 from .config import STATE_KEY
 from .pipeline import UpdatePipeline
+from .retention import expired_revision, live
 from .snapshot import Snapshot
 
 __all__ = ("load", "load_with_journal")
@@ -56,6 +57,11 @@ async def _load(
 ) -> Snapshot:
     try:
         found = await _within_read_timeout(pipeline, storage, storage.get_revision(STATE_KEY))
+        if found is not None and pipeline.config.ttl is not None:
+            expired = await _within_read_timeout(
+                pipeline, storage, expired_revision(pipeline.config, storage)
+            )
+            found = live(found, expired)
     except StorageCorruptError as exc:
         # Writes to the scope are refused until it is reset: they cannot read it either.
         _discarded(ctx, storage, layer_id, f"stored state cannot be read: {exc}", [])
@@ -72,10 +78,17 @@ async def load_with_journal(
     limit: int,
 ) -> tuple[Snapshot, JournalView]:
     """:func:`load`, and the scope's ``limit`` newest journal rows read at the same
-    instant (so that they end at the loaded revision), with the stored state as it is."""
+        instant (so that they end at the loaded revision), with the stored state as it is (an
+    expired one as nothing stored, with no rows)."""
     view = await _within_read_timeout(
         pipeline, storage, storage.journal_view(STATE_KEY, limit=limit)
     )
+    if view.current is not None and pipeline.config.ttl is not None:
+        expired = await _within_read_timeout(
+            pipeline, storage, expired_revision(pipeline.config, storage)
+        )
+        if live(view.current, expired) is None:  # an expired scope: nothing stored
+            view = JournalView(None, [])
     return _loaded(pipeline, storage, ctx, view.current, layer_id=layer_id), view
 
 

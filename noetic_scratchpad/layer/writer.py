@@ -66,8 +66,9 @@ from ..keys import Scope
 from ..storage import ScopedStorage
 from ..storage.base import Commit, Revision
 from .config import STATE_KEY
-from .journal import entry_of
+from .journal import Revert, entry_of
 from .pipeline import Rewrite, Transition, UpdatePipeline
+from .retention import expired_revision
 from .seen import ViewLimit
 from .snapshot import LatestSnapshots, Snapshot, latest_snapshots
 
@@ -187,7 +188,9 @@ class ScopeWriter:
             else:
                 committed = await self._wait_for(
                     self.pipeline.config.write_timeout,
-                    self._commit(attempt, keep=attempt.keep),
+                    self._commit(attempt, keep=attempt.keep)
+                    if self.pipeline.config.ttl is None or self.storage is None
+                    else self._expiring(self.storage, attempt, change),
                 )
                 revision = stored_at = committed.revision
         except BaseException as exc:
@@ -219,6 +222,17 @@ class ScopeWriter:
             return None
         edit_tool = self.pipeline.config.edit_tool
         return ViewLimit(self.view_budget, self.ctx.tokenize, edit_tool, self.view_advice)
+
+    async def _expiring(
+        self, storage: ScopedStorage, attempt: _Attempt, change: Change
+    ) -> Revision:
+        """The commit of a layer with a ``ttl``: a stored revision found expired when the
+        write starts is written on as nothing stored (see :mod:`.retention`)."""
+        expired = await expired_revision(self.pipeline.config, storage)
+        attempt.expired = expired
+        if isinstance(change, Revert):
+            change.expired = expired
+        return await storage.commit(STATE_KEY, attempt, keep=attempt.keep)
 
     def _emit_applied(
         self,
@@ -321,6 +335,7 @@ class _Attempt:
         "call_id",
         "change",
         "expected",
+        "expired",
         "keep",
         "latest",
         "pipeline",
@@ -353,9 +368,12 @@ class _Attempt:
         self.base = base
         self.keep = self.pipeline.config.history_limit
         self.produced: Transition | None = None  # the last run's
+        self.expired: int | None = None  # the stored revision the ttl expired, if any
 
     def __call__(self, stored: Revision) -> Commit:
         expected, change, latest = self.expected, self.change, self.latest
+        if stored.revision == self.expired:  # as a deleted key: nothing stored
+            stored = Revision(None, 0)
         revision = stored.revision
         if expected is not None and revision != expected:
             raise conflict(expected, revision)

@@ -1,0 +1,52 @@
+"""A layer's ``ttl``: when a scope's state has expired, and what an expired state reads as.
+
+A scope expires ``ttl`` after its last write: the ``updated_at`` that the backend's
+``describe`` reports with the state's revision (one read, so the two agree), compared
+with the layer's ``clock`` (the backend's clock wrote it: PostgreSQL's ``now()``, the
+others the writing process's). Expiry names a *revision*: "revision 7 has expired" stays
+true for good, as no later write can change when revision 7 was written. So expiry needs
+nothing of a backend beyond the contract, and keeps revisions sound:
+
+- a read of an expired revision gets what a deleted key gives: nothing stored (the
+  initial state, revision 0, no journal rows);
+- a write that finds the expired revision still stored is handed ``Revision(None, 0)``
+  too, as for a deleted key, and the backend stores it above that revision (a key's
+  revisions never repeat), so no reader ever sees one revision number with two states.
+  An ``expected_revision`` taken before the expiry no longer matches (revision 0 does).
+
+A write decides expiry when it starts (one ``describe`` before the commit, only for a
+layer with a ``ttl``): a scope that expires between that read and the commit, a few
+milliseconds later, is written on as it stood. :func:`~noetic_scratchpad.storage.sweep.
+sweep_expired` removes expired states from storage.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..storage import ScopedStorage
+from ..storage.base import Revision
+from .config import STATE_KEY, ScratchpadConfig
+
+__all__ = ("expired_revision", "live")
+
+
+async def expired_revision(config: ScratchpadConfig, storage: ScopedStorage) -> int | None:
+    """The revision of the scope's state when it has expired (``ttl`` or more since its
+    last write), else ``None`` (no ``ttl``, nothing stored, or still live)."""
+    ttl = config.ttl_seconds
+    if ttl is None:
+        return None
+    now = (config.clock or time.time)()
+    for info in await storage.describe(STATE_KEY):
+        if info.key == STATE_KEY:
+            return info.revision if now >= info.updated_at + ttl else None
+    return None
+
+
+def live(found: Revision | None, expired: int | None) -> Revision | None:
+    """``found`` as a reader sees it: ``None`` (nothing stored) when it is the expired
+    revision."""
+    if found is not None and expired is not None and found.revision == expired:
+        return None
+    return found

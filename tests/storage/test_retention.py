@@ -1,0 +1,139 @@
+"""A layer's ``ttl`` on every backend: an expired scope reads as empty, a write after the
+expiry starts it afresh above its old revisions, and the boundary is exact."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from noetic_scratchpad import (
+    ScratchpadConfigError,
+    ScratchpadConflictError,
+    ScratchpadHandle,
+    ScratchpadHistoryError,
+    ScratchpadLayer,
+    scratchpad,
+)
+from noetic_scratchpad.keys import state_key
+from noetic_scratchpad.storage import StorageBackend
+
+pytestmark = pytest.mark.asyncio
+
+TTL = 30.0
+KEY = state_key("scratchpad", "thread", "t1")
+
+
+class Clock:
+    """An injectable clock: Unix seconds, set by the test."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _written_at(storage: StorageBackend) -> float:
+    """When the backend says the scope's state was last written (its own clock's time)."""
+    (info,) = [info for info in await storage.describe(KEY) if info.key == KEY]
+    return info.updated_at
+
+
+async def test_a_scope_reads_as_empty_from_exactly_ttl_after_its_last_write(
+    storage: StorageBackend,
+) -> None:
+    clock = Clock()
+    layer = scratchpad(ttl=timedelta(seconds=TTL), clock=clock)
+    writer = await layer.open(storage, thread_id="t1")
+    await writer.update({"goal": "ship"})
+    await writer.update({"step": "tests"})
+    written = await _written_at(storage)
+
+    clock.now = written + TTL - 0.001
+    live = await layer.open(storage, thread_id="t1")
+    assert (live.snapshot, live.revision) == ({"goal": "ship", "step": "tests"}, 2)
+    assert [entry.revision for entry in await live.history()] == [2, 1]
+
+    clock.now = written + TTL
+    gone = await layer.open(storage, thread_id="t1")
+    assert (gone.snapshot, gone.revision) == (layer.initial_state(), 0)
+    assert await gone.history() == []
+    assert (gone.snapshot, gone.revision) == (layer.initial_state(), 0)  # history's read agrees
+    await writer.refresh()
+    assert (writer.snapshot, writer.revision) == (layer.initial_state(), 0)
+
+
+async def _expired(
+    storage: StorageBackend, *updates: dict[str, str], late: float = 0
+) -> tuple[Clock, ScratchpadLayer, ScratchpadHandle]:
+    """A scope written with ``updates``, then the clock ``late`` seconds past its expiry."""
+    clock = Clock()
+    layer = scratchpad(ttl=TTL, clock=clock)
+    handle = await layer.open(storage, thread_id="t1")
+    for update in updates:
+        await handle.update(update)
+    clock.now = await _written_at(storage) + TTL + late
+    return clock, layer, handle
+
+
+async def test_a_write_after_expiry_starts_afresh_above_the_old_revisions(
+    storage: StorageBackend,
+) -> None:
+    clock, layer, before = await _expired(storage, {"goal": "ship"}, {"step": "tests"}, late=1)
+
+    # A handle that last saw revision 2 and never re-read: its write must not merge into
+    # the expired state, nor reuse a revision number.
+    await before.update({"fresh": True})
+    assert (before.snapshot, before.revision) == ({"fresh": True}, 3)
+    clock.now = await _written_at(storage)  # that write is new
+    again = await layer.open(storage, thread_id="t1")
+    assert (again.snapshot, again.revision) == ({"fresh": True}, 3)
+    # The history starts at the write after the expiry; nothing before it can come back.
+    assert [entry.revision for entry in await again.history()] == [3]
+    with pytest.raises(ScratchpadHistoryError):
+        await again.revert(2)
+    assert await storage.get(KEY) == {"fresh": True}
+
+
+async def test_an_expected_revision_from_before_the_expiry_no_longer_matches(
+    storage: StorageBackend,
+) -> None:
+    _clock, _layer, handle = await _expired(storage, {"goal": "ship"})
+    with pytest.raises(ScratchpadConflictError) as refused:
+        await handle.update({"goal": "late"}, expected_revision=1)
+    assert (refused.value.expected, refused.value.actual) == (1, 0)
+    await handle.update({"goal": "new"}, expected_revision=0)  # what a reader sees now
+    assert (handle.snapshot, handle.revision) == ({"goal": "new"}, 2)
+
+
+async def test_expiry_with_the_real_clock(storage: StorageBackend) -> None:
+    """No injected clock: the backend's write time (PostgreSQL's now(), the others' own
+    clock) against this process's, with a short real ttl."""
+    layer = scratchpad(ttl=0.3)
+    handle = await layer.open(storage, thread_id="t1")
+    await handle.update({"goal": "ship"})
+    assert (await layer.open(storage, thread_id="t1")).snapshot == {"goal": "ship"}
+    await asyncio.sleep(0.4)
+    assert (await layer.open(storage, thread_id="t1")).snapshot == layer.initial_state()
+    await handle.update({"goal": "again"})
+    assert handle.revision == 2
+
+
+async def test_a_scope_written_within_the_ttl_lives_on(storage: StorageBackend) -> None:
+    clock = Clock()
+    layer = scratchpad(ttl=TTL, clock=clock)
+    handle = await layer.open(storage, thread_id="t1")
+    await handle.update({"goal": "ship"})
+    clock.now = await _written_at(storage) + TTL - 1
+    await handle.update({"step": "tests"})  # the last write moves the expiry on
+    clock.now = await _written_at(storage) + TTL - 1
+    reread = await layer.open(storage, thread_id="t1")
+    assert (reread.snapshot, reread.revision) == ({"goal": "ship", "step": "tests"}, 2)
+
+
+@pytest.mark.parametrize("ttl", [0, -1, float("nan"), float("inf"), "30", True, timedelta(0)])
+async def test_a_ttl_that_is_not_a_positive_duration_is_refused(ttl: object) -> None:
+    with pytest.raises(ScratchpadConfigError, match="ttl must be"):
+        scratchpad(ttl=ttl)
