@@ -30,6 +30,7 @@ from .storage.base import (
     UpdateFn,
 )
 from .storage.purge import purge_deleted
+from .storage.sweep import sweep_expired
 
 __all__ = ("CapturedEvents", "FaultyStorage", "InjectedFault", "capture_events")
 
@@ -124,6 +125,10 @@ class FaultyStorage(StorageBackend):
     async def purge_deleted(self, prefix: str) -> int | None:
         """The wrapped backend's (see :mod:`.storage.purge`); never faulted."""
         return await purge_deleted(self.inner, prefix)
+
+    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int | None:
+        """The inner backend's sweep (see :mod:`.storage.sweep`), not fault-injected."""
+        return await sweep_expired(self.inner, prefix, written_before, limit=limit)
 
     def heal(self) -> None:
         """Stop injecting faults; calls stalled so far stay stalled until :meth:`release`."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -12,8 +13,10 @@ from ..edits import EDIT_PARAMETERS
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..events import EventBus
 from ..items import FunctionCall, LLMResponse, Message
+from ..keys import layer_prefix
 from ..render import Tokenizer, check_token_counter
 from ..storage import ScopedStorage, StorageBackend
+from ..storage.sweep import DEFAULT_SWEEP_LIMIT, sweep_expired
 from .arguments import applied_text, edited_text
 from .base import (
     Budget,
@@ -371,6 +374,25 @@ class ScratchpadLayer:
         replaced by the initial state first, as at init, so it cannot block later updates.
         """
         return self.pipeline.transition(state, update).state
+
+    async def sweep(
+        self, storage: StorageBackend, *, limit: int = DEFAULT_SWEEP_LIMIT
+    ) -> int | None:
+        """Delete from ``storage`` at most ``limit`` of this layer's scopes (threads and
+        resources) last written more than ``ttl`` ago, with their journals, as ``reset``
+        does: their revisions are kept, so a scope written again goes on above them.
+        Returns how many went, or ``None`` when the backend cannot sweep (see
+        :mod:`~noetic_scratchpad.storage.sweep`; expired scopes still read as empty).
+        A bounded step: run it periodically, again while it returns ``limit``. Raises
+        ``ScratchpadConfigError`` for a layer without a ``ttl``."""
+        ttl = self.config.ttl_seconds
+        if ttl is None:
+            raise ScratchpadConfigError(
+                f"the layer {self.id!r} has no ttl, so none of its scopes expire: give "
+                "scratchpad(ttl=...) to sweep"
+            )
+        now = (self.config.clock or time.time)()
+        return await sweep_expired(storage, layer_prefix(self.id), now - ttl, limit=limit)
 
     def __repr__(self) -> str:
         return f"scratchpad({self.config!r})"

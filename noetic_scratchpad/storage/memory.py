@@ -78,6 +78,18 @@ class MemoryStorage(StorageBackend):
             del self._retired[key]
         return len(gone)
 
+    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int:
+        """Delete at most ``limit`` keys under ``prefix`` last written before
+        ``written_before`` (see :mod:`.sweep`); never awaits, so nothing lands between."""
+        gone = [
+            key
+            for key, at in self._written_at.items()
+            if at < written_before and key.startswith(prefix)
+        ][: max(limit, 0)]
+        for key in gone:
+            await self.delete(key)
+        return len(gone)
+
     async def list(self, prefix: str = "") -> builtins.list[str]:
         return sorted(key for key in self._values if key.startswith(prefix))
 

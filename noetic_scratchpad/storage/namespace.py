@@ -19,6 +19,7 @@ from .base import (
     UpdateFn,
 )
 from .purge import purge_deleted
+from .sweep import sweep_expired
 
 __all__ = ("NamespacedStorage",)
 
@@ -77,6 +78,11 @@ class NamespacedStorage(StorageBackend):
         if getattr(self.commit, "__func__", None) is not NamespacedStorage.commit:
             return functools.partial(self.commit, key)
         return functools.partial(self.backend.commit, self.prefix + key)
+
+    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int | None:
+        """The backend's :meth:`~.sweep.SweepsExpired.sweep_expired` under this prefix
+        (``None`` when it has none)."""
+        return await sweep_expired(self.backend, self.prefix + prefix, written_before, limit=limit)
 
     # The hot paths hand back the backend's own coroutine: one frame less per call.
     def commit(self, key: str, fn: CommitFn, *, keep: int) -> Coroutine[Any, Any, Revision]:

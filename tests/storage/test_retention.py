@@ -137,3 +137,67 @@ async def test_a_scope_written_within_the_ttl_lives_on(storage: StorageBackend) 
 async def test_a_ttl_that_is_not_a_positive_duration_is_refused(ttl: object) -> None:
     with pytest.raises(ScratchpadConfigError, match="ttl must be"):
         scratchpad(ttl=ttl)
+
+
+async def test_the_sweep_deletes_expired_scopes_and_keeps_their_revisions(
+    storage: StorageBackend,
+) -> None:
+    """Expired scopes go from storage with their journals; a live one and another layer's
+    scope stay; written again, a swept scope goes on above its old revision."""
+    clock = Clock()
+    layer = scratchpad(ttl=TTL, clock=clock)
+    other = scratchpad(name="profile", ttl=TTL, clock=clock)
+    for thread in ("old1", "old2"):
+        await (await layer.open(storage, thread_id=thread)).update({"goal": thread})
+    await (await other.open(storage, thread_id="old1")).update({"goal": "theirs"})
+    old_key = state_key("scratchpad", "thread", "old2")
+    (old,) = await storage.describe(old_key)
+    await asyncio.sleep(0.05)  # so that the backend's clock puts the next write later
+    fresh = await layer.open(storage, thread_id="fresh")
+    await fresh.update({"goal": "new"})
+    (new,) = await storage.describe(state_key("scratchpad", "thread", "fresh"))
+    clock.now = (old.updated_at + new.updated_at) / 2 + TTL  # the first three expired
+
+    assert await layer.sweep(storage, limit=1) == 1  # a bounded step
+    assert await layer.sweep(storage) == 1
+    assert await layer.sweep(storage) == 0
+    left = await storage.list("scopes/")
+    assert left == [
+        state_key("profile", "thread", "old1"),
+        state_key("scratchpad", "thread", "fresh"),
+    ]
+    assert await storage.journal(old_key, limit=10) == []
+    again = await layer.open(storage, thread_id="old2")
+    assert (again.snapshot, again.revision) == (layer.initial_state(), 0)
+    await again.update({"goal": "back"})
+    assert again.revision == 2
+
+
+async def test_the_sweep_keeps_a_scope_written_since_it_expired(storage: StorageBackend) -> None:
+    _clock, layer, handle = await _expired(storage, {"goal": "ship"}, late=1)
+    sweep_before = (await _written_at(storage)) + 0.001
+    await asyncio.sleep(0.05)
+    await handle.update({"goal": "again"})  # written again after the expiry
+    # A sweep that picked the cut-off before that write must not take it.
+    from noetic_scratchpad.storage.sweep import sweep_expired
+
+    assert await sweep_expired(storage, "scopes/", sweep_before) == 0
+    assert await storage.get(KEY) == {"goal": "again"}
+    assert layer.config.ttl == TTL
+
+
+async def test_a_layer_without_a_ttl_refuses_to_sweep(storage: StorageBackend) -> None:
+    with pytest.raises(ScratchpadConfigError, match="no ttl"):
+        await scratchpad().sweep(storage)
+
+
+async def test_a_backend_that_cannot_sweep_still_hides_expired_scopes() -> None:
+    """docs/storage.md's example backend implements the primitives only: ttl works on it
+    through describe, and the sweep says it cannot."""
+    from tests.storage.example_backend import example_backend
+
+    async with example_backend()() as storage:
+        _clock, layer, _handle = await _expired(storage, {"goal": "ship"})
+        assert (await layer.open(storage, thread_id="t1")).revision == 0
+        assert await layer.sweep(storage) is None
+        assert await storage.get(KEY) == {"goal": "ship"}

@@ -150,6 +150,20 @@ class PostgresStorage(StorageBackend):
                 removed += int(status.rsplit(" ", 1)[-1])
         return removed
 
+    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int:
+        """Delete at most ``limit`` keys under ``prefix`` last written (``now()`` of the
+        server) before ``written_before``, in one transaction; see :mod:`..sweep`."""
+        upper = prefix_upper_bound(prefix)
+        connection = self._connection("sweep expired keys", outcome=UNCONFIRMED)
+        async with connection as conn, conn.transaction():
+            rows = await conn.fetch(
+                self._sql.sweep, prefix, upper, written_before, journal_limit(limit)
+            )
+            gone = [row["key"] for row in rows]
+            if gone:
+                await conn.execute(self._sql.clear_journals, gone)
+        return len(gone)
+
     async def get_revision(self, key: str) -> Revision | None:
         async with self._connection("read", key) as conn:
             row = await conn.fetchrow(self._sql.get_revision, key)

@@ -41,6 +41,7 @@ class TableSql:
 
     __slots__ = (
         "clear_journal",
+        "clear_journals",
         "describe",
         "drop",
         "get",
@@ -56,6 +57,7 @@ class TableSql:
         "retired",
         "retired_revision",
         "set_existing",
+        "sweep",
         "table",
         "write",
         "write_journaled",
@@ -129,6 +131,22 @@ class TableSql:
             f"DELETE FROM {r} AS gone WHERE {in_range} AND {live}",
             f"DELETE FROM {j} AS gone WHERE {in_range} AND {live}",
         )
+        # Sweeping expired keys (see storage/sweep.py): at most $4 rows under the prefix
+        # ($1, upper bound $2 or NULL) last written before $3 (Unix seconds) are deleted
+        # with their revisions kept, as `retire` does; a row a writer holds is skipped, and
+        # one written since it was picked is kept (the delete checks the time again). The
+        # deleted keys come back, for their journal's delete in the same transaction.
+        old_row = "updated_at < to_timestamp($3::float8)"
+        self.sweep = (
+            f"WITH gone AS (DELETE FROM {t} WHERE key IN (SELECT key FROM {t} AS gone "
+            f"WHERE {in_range} AND {old_row} ORDER BY key LIMIT $4 FOR UPDATE SKIP LOCKED) "
+            f"AND {old_row} RETURNING key, revision), "
+            f"kept AS (INSERT INTO {r} AS retired (key, revision) SELECT key, revision "
+            "FROM gone ON CONFLICT (key) DO UPDATE SET "
+            "revision = GREATEST(retired.revision, EXCLUDED.revision)) "
+            "SELECT key FROM gone"
+        )
+        self.clear_journals = f"DELETE FROM {j} WHERE key = ANY($1::text[])"
         # Run in one transaction, after `retire` has deleted (and so locked) the key's row.
         self.clear_journal = f"DELETE FROM {j} WHERE key = $1"
         # Entries as text, decoded row by row: one bad row is skipped, not the read.

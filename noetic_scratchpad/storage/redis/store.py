@@ -239,6 +239,21 @@ class RedisStorage(StorageBackend):
                 removed += int(await self._client.eval(_FORGET_DELETED, 1, found))
         return removed
 
+    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int:
+        """Delete at most ``limit`` keys under ``prefix`` last written before
+        ``written_before`` (see :mod:`..sweep`): candidates from the index, each deleted by
+        a script that checks its write time again (a key written meanwhile stays) and
+        keeps its revision, as :meth:`delete` does. Not Redis's own key expiry: it would
+        take the revision with the value, and the key would start again at 1."""
+        old = [info.key for info in await self.describe(prefix) if info.updated_at < written_before]
+        removed = 0
+        with translated_errors(self.settings, f"sweep of keys under {prefix!r}", UNCONFIRMED):
+            for key in old[: max(limit, 0)]:
+                self._check_open()
+                keys = (self._value_key(key), self._journal_key(key), self._index)
+                removed += int(await self._client.eval(_SWEEP, 3, *keys, repr(written_before), key))
+        return removed
+
     async def aclose(self) -> None:
         if self._closed:
             return
@@ -412,6 +427,15 @@ def _encoded(key: str, write: tuple[Any, ...]) -> builtins.list[Any]:
 _FORGET_DELETED = (
     "if redis.call('HEXISTS', KEYS[1], 'value') == 0 then "
     "return redis.call('DEL', KEYS[1]) end return 0"
+)
+
+
+#: Deletes a key written before ARGV[1] as ``delete`` does (its revision stays); 1 if it did.
+_SWEEP = (
+    "local at = redis.call('HGET', KEYS[1], 'at') "
+    "if at and tonumber(at) < tonumber(ARGV[1]) then "
+    "redis.call('HDEL', KEYS[1], 'value', 'at', 'token') redis.call('DEL', KEYS[2]) "
+    "redis.call('ZREM', KEYS[3], ARGV[2]) return 1 end return 0"
 )
 
 

@@ -135,6 +135,13 @@ class TableSql:
             (f"DELETE FROM {self.journal}{where} AND {live}", params),
         ]
 
+    def written_before(self, prefix: str) -> tuple[str, list[str]]:
+        """The keys under ``prefix`` last written before a time, at most a number of
+        them (the two parameters after the prefix's): a range scan of the key index."""
+        where, params = _prefix_range(prefix)
+        where = f"{where} AND" if where else " WHERE"
+        return f"SELECT key FROM {self.table}{where} updated_at < ? ORDER BY key LIMIT ?", params
+
     def describe(self, prefix: str) -> tuple[str, list[str]]:
         where, params = _prefix_range(prefix)
         sql = (

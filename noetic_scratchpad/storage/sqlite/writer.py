@@ -53,7 +53,15 @@ from ... import _json, _runtime
 from ..._runtime import Event, TaskOwner
 from ...errors import StorageBusyError, StorageError
 from ...locks import WorkAbandoned
-from ..base import CommitFn, JournalCommitFn, JournalRow, JsonValue, Revision, UpdateFn
+from ..base import (
+    CommitFn,
+    JournalCommitFn,
+    JournalRow,
+    JsonValue,
+    Revision,
+    UpdateFn,
+    journal_limit,
+)
 from .connection import (
     SQLITE_BUSY,
     error_code,
@@ -341,16 +349,51 @@ class SqliteWriter:
         return await run_in_connection_thread(self.connection, self._purge_deleted, prefix)
 
     def _purge_deleted(self, prefix: str) -> int:
+        return self._maintain(
+            "forget deleted keys",
+            lambda conn: sum(
+                conn.execute(sql, params).rowcount
+                for sql, params in self._sql.purge_deleted(prefix)
+            ),
+        )
+
+    async def sweep_expired(self, prefix: str, written_before: float, limit: int) -> int:
+        """Delete at most ``limit`` keys under ``prefix`` last written before
+        ``written_before`` (see :mod:`..sweep`), as a delete does, in one transaction of
+        this connection's thread: never inside a batch of writes."""
+        return await run_in_connection_thread(
+            self.connection,
+            self._maintain,
+            "sweep expired keys",
+            self._sweep(prefix, written_before, limit),
+        )
+
+    def _sweep(
+        self, prefix: str, written_before: float, limit: int
+    ) -> Callable[[sqlite3.Connection], int]:
+        def sweep(conn: sqlite3.Connection) -> int:
+            sql = self._sql
+            found, params = sql.written_before(prefix)
+            gone = [key for (key,) in conn.execute(found, (*params, written_before, limit))]
+            for key in gone:
+                conn.execute(sql.clear_journal, (key,))
+                conn.execute(sql.retire, (key, 0))
+                conn.execute(sql.delete, (key,))
+                self._recent.pop(key, None)  # (were the commit to fail, only a cache miss)
+            return len(gone)
+
+        return sweep
+
+    def _maintain(self, action: str, work: Callable[[sqlite3.Connection], int]) -> int:
+        """``work(conn)`` as one write transaction of its own, then the WAL emptied: what
+        it removed leaves the file now, not at some later checkpoint."""
         conn = self.conn
         try:
             self._begin(conn)
         except sqlite3.Error as exc:
             raise self._failure(exc, "start a write transaction") from None
         try:
-            removed = sum(
-                conn.execute(sql, params).rowcount
-                for sql, params in self._sql.purge_deleted(prefix)
-            )
+            removed = work(conn)
             self.file.check("written")
             conn.execute("COMMIT")
         except BaseException as exc:
@@ -358,10 +401,10 @@ class SqliteWriter:
                 conn.execute("ROLLBACK")
             if not isinstance(exc, sqlite3.Error | StorageError):
                 raise
-            raise self._failure(exc, "forget deleted keys") from None
-        # The WAL still holds the pages as they were before the keys' deletes: copy it
-        # into the database and empty it now, not at some later checkpoint. (Busy readers
-        # only make it partial; the next checkpoint finishes it.)
+            raise self._failure(exc, action) from None
+        # The WAL still holds the pages as they were before the deletes: copy it into the
+        # database and empty it now. (Busy readers only make it partial; the next
+        # checkpoint finishes it.)
         with contextlib.suppress(sqlite3.Error):
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         return removed
@@ -629,6 +672,14 @@ class SqliteWrites:
         if self._closed:
             raise self._closed_error()
         return await self._writer.purge_deleted(prefix)
+
+    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int:
+        """Delete at most ``limit`` keys under ``prefix`` last written before
+        ``written_before``; see :mod:`..sweep`. The writer's thread runs it between
+        batches."""
+        if self._closed:
+            raise self._closed_error()
+        return await self._writer.sweep_expired(prefix, written_before, journal_limit(limit))
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
         return await self._submit(CommitJob(key, fn))

@@ -1,0 +1,47 @@
+"""Sweeping expired keys: removing from storage what a layer's ``ttl`` already hides.
+
+A layer with a ``ttl`` reads a scope whose state was last written that long ago as empty
+(see :mod:`noetic_scratchpad.layer.retention`), with or without a sweep: the sweep is
+about the bytes, not what a reader sees. ``sweep_expired(prefix, written_before, limit=)``
+deletes, as :meth:`~.base.StorageBackend.delete` does (value and journal go, the last
+revision is kept so that the key's revisions never repeat), at most ``limit`` keys under
+``prefix`` whose last write is older than ``written_before`` (Unix seconds; the backend's
+own write times, PostgreSQL's ``now()`` included), each only if it is still that old when
+it is deleted: a key written meanwhile stays. It is a capability, not one of the
+contract's primitives, so a backend of your own need not have it; :func:`sweep_expired`
+then says ``None`` and the expired scopes stay hidden but stored.
+
+The built-in backends find candidates by a range scan of the prefix (the key index),
+never a scan of the whole store, and delete in one transaction (memory: one step with no
+await; SQLite: the writer's thread, between batches; PostgreSQL: one transaction that
+skips rows a writer holds; Redis: a script per key that checks the time of its write).
+The layer's :meth:`~noetic_scratchpad.ScratchpadLayer.sweep` runs it for its own keys.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+__all__ = ("DEFAULT_SWEEP_LIMIT", "SweepsExpired", "sweep_expired")
+
+#: Keys one sweep deletes at most: one step's bounded work; run it again for more.
+DEFAULT_SWEEP_LIMIT = 1000
+
+
+@runtime_checkable
+class SweepsExpired(Protocol):
+    """A backend that can delete the keys last written before a time."""
+
+    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int | None:
+        """Delete at most ``limit`` keys under ``prefix`` last written before
+        ``written_before`` (see the module); how many went, or ``None`` when this backend
+        (a wrapper, for one) cannot."""
+
+
+async def sweep_expired(
+    backend: object, prefix: str, written_before: float, *, limit: int = DEFAULT_SWEEP_LIMIT
+) -> int | None:
+    """``backend.sweep_expired(...)``, or ``None`` when it has no such capability."""
+    if not isinstance(backend, SweepsExpired):
+        return None
+    return await backend.sweep_expired(prefix, written_before, limit=limit)
