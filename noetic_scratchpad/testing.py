@@ -30,7 +30,7 @@ from .storage.base import (
     UpdateFn,
 )
 from .storage.purge import purge_deleted
-from .storage.sweep import sweep_expired
+from .storage.sweep import sweep_expired, trim_journals
 
 __all__ = ("CapturedEvents", "FaultyStorage", "InjectedFault", "capture_events")
 
@@ -129,6 +129,10 @@ class FaultyStorage(StorageBackend):
     async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int | None:
         """The inner backend's sweep (see :mod:`.storage.sweep`), not fault-injected."""
         return await sweep_expired(self.inner, prefix, written_before, limit=limit)
+
+    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int | None:
+        """The inner backend's journal trim by age (see :mod:`.storage.sweep`)."""
+        return await trim_journals(self.inner, prefix, written_before, limit=limit)
 
     def heal(self) -> None:
         """Stop injecting faults; calls stalled so far stay stalled until :meth:`release`."""

@@ -73,7 +73,12 @@ class ScratchpadConfig:
     no history), and the next write starts it afresh above its old revisions, as after
     ``reset``. ``sweep_expired`` removes expired scopes from storage."""
     clock: Callable[[], float] | None = None
-    """Unix seconds now, for ``ttl`` (``None``: ``time.time``); tests pass their own."""
+    """Unix seconds now, for ``ttl`` and ``history_max_age`` (``None``: ``time.time``);
+    tests pass their own."""
+    history_max_age: timedelta | float | None = None
+    """How long a journal entry is kept, beside ``history_limit``: a ``timedelta`` or
+    seconds (positive); ``None``: by count only. Older entries drop out of ``history``
+    and ``revert`` at once, and out of storage at the layer's next ``sweep``."""
     description: str | None = None
     """The update tool's description, instead of the one built from the schema's words."""
     instructions: str | None = None
@@ -93,8 +98,12 @@ class ScratchpadConfig:
     @property
     def ttl_seconds(self) -> float | None:
         """``ttl`` in seconds (``None``: scopes never expire)."""
-        ttl = self.ttl
-        return ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
+        return _seconds(self.ttl)
+
+    @property
+    def history_max_age_seconds(self) -> float | None:
+        """``history_max_age`` in seconds (``None``: entries are kept by count only)."""
+        return _seconds(self.history_max_age)
 
     @property
     def layer_id(self) -> str:
@@ -151,27 +160,33 @@ class ScratchpadConfig:
             )
         for name in ("write_timeout", "read_timeout"):
             _check_timeout(name, getattr(self, name))
-        _check_ttl(self.ttl)
+        _check_duration("ttl", self.ttl)
+        _check_duration("history_max_age", self.history_max_age)
         if self.clock is not None and not callable(self.clock):
             raise ScratchpadConfigError(
                 f"clock must be a function that returns Unix seconds, or None, not {self.clock!r}"
             )
 
 
-def _check_ttl(ttl: Any) -> None:
-    if ttl is None:
+def _seconds(duration: timedelta | float | None) -> float | None:
+    return duration.total_seconds() if isinstance(duration, timedelta) else duration
+
+
+def _check_duration(name: str, duration: Any) -> None:
+    if duration is None:
         return
-    if isinstance(ttl, timedelta):
-        seconds = ttl.total_seconds()
-    elif isinstance(ttl, bool) or not isinstance(ttl, int | float):
+    if isinstance(duration, timedelta):
+        seconds = duration.total_seconds()
+    elif isinstance(duration, bool) or not isinstance(duration, int | float):
         raise ScratchpadConfigError(
-            f"ttl must be a timedelta, a number of seconds or None, not {ttl!r}"
+            f"{name} must be a timedelta, a number of seconds or None, not {duration!r}"
         )
     else:
-        seconds = ttl
+        seconds = duration
     if not 0 < seconds < float("inf"):
         raise ScratchpadConfigError(
-            f"ttl must be positive and finite (such as timedelta(days=30)) or None, not {ttl!r}"
+            f"{name} must be positive and finite (such as timedelta(days=30)) or None, "
+            f"not {duration!r}"
         )
 
 

@@ -53,6 +53,7 @@ __all__ = (
     "entry_json",
     "entry_of",
     "history_of",
+    "recent_rows",
     "state_at",
     "undo",
 )
@@ -254,6 +255,18 @@ def state_at(
     return state
 
 
+def recent_rows(rows: list[JournalRow], cutoff: float | None) -> list[JournalRow]:
+    """``rows`` (newest first) down to the first one written at or before ``cutoff``."""
+    if cutoff is None:
+        return rows
+    kept = 0
+    for row in rows:
+        if row.written_at <= cutoff:
+            break
+        kept += 1
+    return rows[:kept]
+
+
 class Revert(Rewrite):
     """The change that makes the state right after ``revision`` the current state again,
     rebuilt inside the write: the backend hands :meth:`reading_journal`'s function the
@@ -264,7 +277,7 @@ class Revert(Rewrite):
     Raises ``ScratchpadHistoryError`` (inside the write, which then writes nothing) when
     the kept journal does not reach back to ``revision`` at that moment."""
 
-    __slots__ = ("_initial", "_seen", "expired", "revision")
+    __slots__ = ("_initial", "_seen", "expired", "journal_cutoff", "revision")
 
     def __init__(self, revision: int, initial: Callable[[], ScratchpadState]) -> None:
         super().__init__(self._replace, {"revert": revision}, "revert")
@@ -274,6 +287,8 @@ class Revert(Rewrite):
         #: The stored revision a layer's ``ttl`` expired (the writer sets it): the
         #: rebuild then sees nothing stored and no journal, as after a reset.
         self.expired: int | None = None
+        #: Rows written at or before it are past ``history_max_age``: not rebuilt from.
+        self.journal_cutoff: float | None = None
 
     @property
     def after(self) -> int:
@@ -288,6 +303,7 @@ class Revert(Rewrite):
         def commit(current: Revision, rows: list[JournalRow]) -> Commit:
             if current.revision == self.expired:
                 current, rows = Revision(None, 0), []
+            rows = recent_rows(rows, self.journal_cutoff)
             self._seen = (current, rows)
             return fn(current)
 

@@ -18,8 +18,9 @@ from ..events import StateDiscarded
 from ..storage import ScopedStorage
 from ..storage.base import JournalView, Revision
 from .config import STATE_KEY
+from .journal import recent_rows
 from .pipeline import UpdatePipeline
-from .retention import expired_revision, live
+from .retention import expired_revision, journal_cutoff, live
 from .snapshot import Snapshot
 
 __all__ = ("load", "load_with_journal")
@@ -78,8 +79,9 @@ async def load_with_journal(
     limit: int,
 ) -> tuple[Snapshot, JournalView]:
     """:func:`load`, and the scope's ``limit`` newest journal rows read at the same
-        instant (so that they end at the loaded revision), with the stored state as it is (an
-    expired one as nothing stored, with no rows)."""
+            instant (so that they end at the loaded revision), with the stored state as it is (an
+        expired one as nothing stored, with no rows), without the rows past
+    ``history_max_age``."""
     view = await _within_read_timeout(
         pipeline, storage, storage.journal_view(STATE_KEY, limit=limit)
     )
@@ -89,6 +91,9 @@ async def load_with_journal(
         )
         if live(view.current, expired) is None:  # an expired scope: nothing stored
             view = JournalView(None, [])
+    cutoff = journal_cutoff(pipeline.config)
+    if cutoff is not None:  # rows past history_max_age, not swept yet
+        view = JournalView(view.current, recent_rows(view.rows, cutoff))
     return _loaded(pipeline, storage, ctx, view.current, layer_id=layer_id), view
 
 

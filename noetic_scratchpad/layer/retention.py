@@ -28,7 +28,7 @@ from ..storage import ScopedStorage
 from ..storage.base import Revision
 from .config import STATE_KEY, ScratchpadConfig
 
-__all__ = ("expired_revision", "live")
+__all__ = ("expired_revision", "journal_cutoff", "live")
 
 
 async def expired_revision(config: ScratchpadConfig, storage: ScopedStorage) -> int | None:
@@ -50,3 +50,10 @@ def live(found: Revision | None, expired: int | None) -> Revision | None:
     if found is not None and expired is not None and found.revision == expired:
         return None
     return found
+
+
+def journal_cutoff(config: ScratchpadConfig) -> float | None:
+    """The write time at or before which a journal row is past ``history_max_age``
+    (``None``: rows are kept by count only)."""
+    age = config.history_max_age_seconds
+    return None if age is None else (config.clock or time.time)() - age

@@ -6,7 +6,7 @@ import copy
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ..context import ExecutionContext
 from ..edits import EDIT_PARAMETERS
@@ -16,7 +16,7 @@ from ..items import FunctionCall, LLMResponse, Message
 from ..keys import layer_prefix
 from ..render import Tokenizer, check_token_counter
 from ..storage import ScopedStorage, StorageBackend
-from ..storage.sweep import DEFAULT_SWEEP_LIMIT, sweep_expired
+from ..storage.sweep import DEFAULT_SWEEP_LIMIT, sweep_expired, trim_journals
 from .arguments import applied_text, edited_text
 from .base import (
     Budget,
@@ -38,7 +38,15 @@ from .reading import READ_DESCRIPTION, READ_PARAMETERS, cut_advice, read_part
 from .texts import TEXT_PARAMETERS, texts_for
 from .view import view_of
 
-__all__ = ("HostTool", "ScratchpadLayer", "scratchpad")
+__all__ = ("HostTool", "ScratchpadLayer", "Swept", "scratchpad")
+
+
+class Swept(NamedTuple):
+    """What :meth:`ScratchpadLayer.sweep` removed: expired ``scopes`` and journal
+    ``entries`` past ``history_max_age`` (``None``: the backend cannot)."""
+
+    scopes: int | None
+    entries: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,24 +383,27 @@ class ScratchpadLayer:
         """
         return self.pipeline.transition(state, update).state
 
-    async def sweep(
-        self, storage: StorageBackend, *, limit: int = DEFAULT_SWEEP_LIMIT
-    ) -> int | None:
-        """Delete from ``storage`` at most ``limit`` of this layer's scopes (threads and
-        resources) last written more than ``ttl`` ago, with their journals, as ``reset``
-        does: their revisions are kept, so a scope written again goes on above them.
-        Returns how many went, or ``None`` when the backend cannot sweep (see
-        :mod:`~noetic_scratchpad.storage.sweep`; expired scopes still read as empty).
-        A bounded step: run it periodically, again while it returns ``limit``. Raises
-        ``ScratchpadConfigError`` for a layer without a ``ttl``."""
-        ttl = self.config.ttl_seconds
-        if ttl is None:
+    async def sweep(self, storage: StorageBackend, *, limit: int = DEFAULT_SWEEP_LIMIT) -> Swept:
+        """Remove from ``storage`` what this layer's retention already hides: at most
+        ``limit`` of its scopes (threads and resources) last written ``ttl`` or more ago,
+        deleted with their journals as ``reset`` does (their revisions are kept, so a
+        scope written again goes on above them), and at most ``limit`` journal entries
+        older than ``history_max_age``. A bounded step: run it periodically, and again
+        while a count it returns is ``limit``. A count is ``None`` when the backend cannot
+        (see :mod:`~noetic_scratchpad.storage.sweep`; what it keeps still reads as gone),
+        0 when the layer has no such limit. Raises ``ScratchpadConfigError`` for a layer
+        with neither ``ttl`` nor ``history_max_age``."""
+        config = self.config
+        ttl, age = config.ttl_seconds, config.history_max_age_seconds
+        if ttl is None and age is None:
             raise ScratchpadConfigError(
-                f"the layer {self.id!r} has no ttl, so none of its scopes expire: give "
-                "scratchpad(ttl=...) to sweep"
+                f"the layer {self.id!r} has no ttl and no history_max_age, so nothing of it "
+                "expires: give scratchpad(ttl=...) or history_max_age=... to sweep"
             )
-        now = (self.config.clock or time.time)()
-        return await sweep_expired(storage, layer_prefix(self.id), now - ttl, limit=limit)
+        now, prefix = (config.clock or time.time)(), layer_prefix(self.id)
+        scopes = 0 if ttl is None else await sweep_expired(storage, prefix, now - ttl, limit=limit)
+        entries = 0 if age is None else await trim_journals(storage, prefix, now - age, limit=limit)
+        return Swept(scopes, entries)
 
     def __repr__(self) -> str:
         return f"scratchpad({self.config!r})"

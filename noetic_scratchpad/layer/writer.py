@@ -45,7 +45,7 @@ import hashlib
 import json
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import orjson
@@ -68,7 +68,7 @@ from ..storage.base import Commit, Revision
 from .config import STATE_KEY
 from .journal import Revert, entry_of
 from .pipeline import Rewrite, Transition, UpdatePipeline
-from .retention import expired_revision
+from .retention import expired_revision, journal_cutoff
 from .seen import ViewLimit
 from .snapshot import LatestSnapshots, Snapshot, latest_snapshots
 
@@ -137,6 +137,8 @@ class ScopeWriter:
         self._wait_for = _runtime.implementation().wait_for
         # ``storage.commit(STATE_KEY, ...)``, its key resolved once.
         self._commit = None if storage is None else storage.committer(STATE_KEY)
+        # Whether a write must first ask whether the stored state expired (see .retention).
+        self._expires = pipeline.config.ttl is not None
 
     async def write(
         self,
@@ -189,8 +191,8 @@ class ScopeWriter:
                 committed = await self._wait_for(
                     self.pipeline.config.write_timeout,
                     self._commit(attempt, keep=attempt.keep)
-                    if self.pipeline.config.ttl is None or self.storage is None
-                    else self._expiring(self.storage, attempt, change),
+                    if not self._expires and not isinstance(change, Revert)
+                    else self._expiring(self._commit, attempt, change),
                 )
                 revision = stored_at = committed.revision
         except BaseException as exc:
@@ -224,15 +226,19 @@ class ScopeWriter:
         return ViewLimit(self.view_budget, self.ctx.tokenize, edit_tool, self.view_advice)
 
     async def _expiring(
-        self, storage: ScopedStorage, attempt: _Attempt, change: Change
+        self, commit: Callable[..., Awaitable[Revision]], attempt: _Attempt, change: Change
     ) -> Revision:
-        """The commit of a layer with a ``ttl``: a stored revision found expired when the
-        write starts is written on as nothing stored (see :mod:`.retention`)."""
+        """The commit of a layer with a ``ttl``, and of a revert: a stored revision found
+        expired when the write starts is written on as nothing stored, and a revert
+        rebuilds from the journal rows within ``history_max_age`` (see :mod:`.retention`)."""
+        storage = self.storage
+        assert storage is not None  # a writer with a commit has storage
         expired = await expired_revision(self.pipeline.config, storage)
         attempt.expired = expired
         if isinstance(change, Revert):
             change.expired = expired
-        return await storage.commit(STATE_KEY, attempt, keep=attempt.keep)
+            change.journal_cutoff = journal_cutoff(self.pipeline.config)
+        return await commit(attempt, keep=attempt.keep)
 
     def _emit_applied(
         self,

@@ -90,6 +90,17 @@ class MemoryStorage(StorageBackend):
             await self.delete(key)
         return len(gone)
 
+    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int:
+        """Delete at most ``limit`` journal rows under ``prefix`` written before
+        ``written_before``, oldest first (see :mod:`.sweep`)."""
+        removed, budget = 0, max(limit, 0)
+        for key, rows in self._journals.items():
+            if key.startswith(prefix):
+                old = min(budget - removed, sum(1 for row in rows if row[1] < written_before))
+                del rows[:old]
+                removed += old
+        return removed
+
     async def list(self, prefix: str = "") -> builtins.list[str]:
         return sorted(key for key in self._values if key.startswith(prefix))
 

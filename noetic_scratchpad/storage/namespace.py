@@ -19,7 +19,7 @@ from .base import (
     UpdateFn,
 )
 from .purge import purge_deleted
-from .sweep import sweep_expired
+from .sweep import sweep_expired, trim_journals
 
 __all__ = ("NamespacedStorage",)
 
@@ -83,6 +83,10 @@ class NamespacedStorage(StorageBackend):
         """The backend's :meth:`~.sweep.SweepsExpired.sweep_expired` under this prefix
         (``None`` when it has none)."""
         return await sweep_expired(self.backend, self.prefix + prefix, written_before, limit=limit)
+
+    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int | None:
+        """The backend's journal trim by age (see :mod:`.sweep`)."""
+        return await trim_journals(self.backend, self.prefix + prefix, written_before, limit=limit)
 
     # The hot paths hand back the backend's own coroutine: one frame less per call.
     def commit(self, key: str, fn: CommitFn, *, keep: int) -> Coroutine[Any, Any, Revision]:

@@ -15,14 +15,22 @@ The built-in backends find candidates by a range scan of the prefix (the key ind
 never a scan of the whole store, and delete in one transaction (memory: one step with no
 await; SQLite: the writer's thread, between batches; PostgreSQL: one transaction that
 skips rows a writer holds; Redis: a script per key that checks the time of its write).
-The layer's :meth:`~noetic_scratchpad.ScratchpadLayer.sweep` runs it for its own keys.
+``trim_journals`` is journal retention by age (a layer's ``history_max_age``): it deletes
+the journal rows written before a time, oldest first, the values untouched. The layer's
+:meth:`~noetic_scratchpad.ScratchpadLayer.sweep` runs both for its own keys.
 """
 
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-__all__ = ("DEFAULT_SWEEP_LIMIT", "SweepsExpired", "sweep_expired")
+__all__ = (
+    "DEFAULT_SWEEP_LIMIT",
+    "SweepsExpired",
+    "TrimsJournals",
+    "sweep_expired",
+    "trim_journals",
+)
 
 #: Keys one sweep deletes at most: one step's bounded work; run it again for more.
 DEFAULT_SWEEP_LIMIT = 1000
@@ -45,3 +53,23 @@ async def sweep_expired(
     if not isinstance(backend, SweepsExpired):
         return None
     return await backend.sweep_expired(prefix, written_before, limit=limit)
+
+
+@runtime_checkable
+class TrimsJournals(Protocol):
+    """A backend that can delete the journal rows written before a time."""
+
+    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int | None:
+        """Delete at most ``limit`` journal rows of the keys under ``prefix`` written
+        before ``written_before`` (Unix seconds, the backend's write times); the keys'
+        values and their newer rows stay. How many went, or ``None`` when this backend
+        cannot."""
+
+
+async def trim_journals(
+    backend: object, prefix: str, written_before: float, *, limit: int = DEFAULT_SWEEP_LIMIT
+) -> int | None:
+    """``backend.trim_journals(...)``, or ``None`` when it has no such capability."""
+    if not isinstance(backend, TrimsJournals):
+        return None
+    return await backend.trim_journals(prefix, written_before, limit=limit)

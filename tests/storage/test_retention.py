@@ -134,9 +134,10 @@ async def test_a_scope_written_within_the_ttl_lives_on(storage: StorageBackend) 
 
 
 @pytest.mark.parametrize("ttl", [0, -1, float("nan"), float("inf"), "30", True, timedelta(0)])
-async def test_a_ttl_that_is_not_a_positive_duration_is_refused(ttl: object) -> None:
-    with pytest.raises(ScratchpadConfigError, match="ttl must be"):
-        scratchpad(ttl=ttl)
+@pytest.mark.parametrize("name", ["ttl", "history_max_age"])
+async def test_a_ttl_that_is_not_a_positive_duration_is_refused(name: str, ttl: object) -> None:
+    with pytest.raises(ScratchpadConfigError, match=f"{name} must be"):
+        scratchpad(**{name: ttl})
 
 
 async def test_the_sweep_deletes_expired_scopes_and_keeps_their_revisions(
@@ -158,9 +159,9 @@ async def test_the_sweep_deletes_expired_scopes_and_keeps_their_revisions(
     (new,) = await storage.describe(state_key("scratchpad", "thread", "fresh"))
     clock.now = (old.updated_at + new.updated_at) / 2 + TTL  # the first three expired
 
-    assert await layer.sweep(storage, limit=1) == 1  # a bounded step
-    assert await layer.sweep(storage) == 1
-    assert await layer.sweep(storage) == 0
+    assert await layer.sweep(storage, limit=1) == (1, 0)  # a bounded step
+    assert await layer.sweep(storage) == (1, 0)
+    assert await layer.sweep(storage) == (0, 0)
     left = await storage.list("scopes/")
     assert left == [
         state_key("profile", "thread", "old1"),
@@ -187,7 +188,7 @@ async def test_the_sweep_keeps_a_scope_written_since_it_expired(storage: Storage
 
 
 async def test_a_layer_without_a_ttl_refuses_to_sweep(storage: StorageBackend) -> None:
-    with pytest.raises(ScratchpadConfigError, match="no ttl"):
+    with pytest.raises(ScratchpadConfigError, match="no ttl and no history_max_age"):
         await scratchpad().sweep(storage)
 
 
@@ -199,5 +200,41 @@ async def test_a_backend_that_cannot_sweep_still_hides_expired_scopes() -> None:
     async with example_backend()() as storage:
         _clock, layer, _handle = await _expired(storage, {"goal": "ship"})
         assert (await layer.open(storage, thread_id="t1")).revision == 0
-        assert await layer.sweep(storage) is None
+        assert await layer.sweep(storage) == (None, 0)
         assert await storage.get(KEY) == {"goal": "ship"}
+
+
+async def test_journal_entries_older_than_history_max_age_are_gone(
+    storage: StorageBackend,
+) -> None:
+    """Retention by age beside count: history and revert stop at the first entry written
+    history_max_age or more ago, and the sweep deletes such rows, oldest first, leaving
+    the state and the newer rows."""
+    clock = Clock()
+    layer = scratchpad(history_max_age=timedelta(seconds=TTL), clock=clock)
+    handle = await layer.open(storage, thread_id="t1")
+    for step in ("one", "two"):
+        await handle.update({"step": step})
+    await asyncio.sleep(0.05)  # so that the backend's clock puts the next writes later
+    for step in ("three", "four"):
+        await handle.update({"step": step})
+    rows = await storage.journal(KEY, limit=10)
+    assert [row.revision for row in rows] == [4, 3, 2, 1]
+    first, second, third = rows[3].written_at, rows[2].written_at, rows[1].written_at
+
+    clock.now = first + TTL - 0.0001
+    assert [entry.revision for entry in await handle.history()] == [4, 3, 2, 1]
+    clock.now = second + TTL  # revision 2's entry (and 1's) are exactly that old
+    assert [entry.revision for entry in await handle.history()] == [4, 3]
+    with pytest.raises(ScratchpadHistoryError, match="older than the kept history"):
+        await handle.revert(1)
+    assert [row.revision for row in await storage.journal(KEY, limit=10)] == [4, 3, 2, 1]
+
+    clock.now = (second + third) / 2 + TTL
+    assert await layer.sweep(storage, limit=1) == (0, 1)  # a bounded step, oldest first
+    assert [row.revision for row in await storage.journal(KEY, limit=10)] == [4, 3, 2]
+    assert await layer.sweep(storage) == (0, 1)
+    assert [row.revision for row in await storage.journal(KEY, limit=10)] == [4, 3]
+    assert await storage.get(KEY) == {"step": "four"}
+    await handle.revert(3)  # what is kept still rebuilds
+    assert handle.snapshot == {"step": "three"}

@@ -164,6 +164,17 @@ class PostgresStorage(StorageBackend):
                 await conn.execute(self._sql.clear_journals, gone)
         return len(gone)
 
+    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int:
+        """Delete at most ``limit`` journal rows under ``prefix`` written before
+        ``written_before``; see :mod:`..sweep`."""
+        upper = prefix_upper_bound(prefix)
+        connection = self._connection("trim journals", outcome=UNCONFIRMED)
+        async with connection as conn:
+            status = await conn.execute(
+                self._sql.trim_journals, prefix, upper, written_before, journal_limit(limit)
+            )
+        return int(status.rsplit(" ", 1)[-1])
+
     async def get_revision(self, key: str) -> Revision | None:
         async with self._connection("read", key) as conn:
             row = await conn.fetchrow(self._sql.get_revision, key)

@@ -59,6 +59,7 @@ class TableSql:
         "set_existing",
         "sweep",
         "table",
+        "trim_journals",
         "write",
         "write_journaled",
     )
@@ -147,6 +148,11 @@ class TableSql:
             "SELECT key FROM gone"
         )
         self.clear_journals = f"DELETE FROM {j} WHERE key = ANY($1::text[])"
+        # Journal retention by age: at most $4 rows under the prefix written before $3.
+        self.trim_journals = (
+            f"DELETE FROM {j} WHERE (key, revision) IN (SELECT key, revision FROM {j} AS gone "
+            f"WHERE {in_range} AND written_at < to_timestamp($3::float8) LIMIT $4)"
+        )
         # Run in one transaction, after `retire` has deleted (and so locked) the key's row.
         self.clear_journal = f"DELETE FROM {j} WHERE key = $1"
         # Entries as text, decoded row by row: one bad row is skipped, not the read.

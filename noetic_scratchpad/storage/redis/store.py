@@ -254,6 +254,27 @@ class RedisStorage(StorageBackend):
                 removed += int(await self._client.eval(_SWEEP, 3, *keys, repr(written_before), key))
         return removed
 
+    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int:
+        """Delete at most ``limit`` journal rows under ``prefix`` written before
+        ``written_before`` (see :mod:`..sweep`), oldest first: each key's rows are read,
+        and those below the newest old one removed by revision (rows only grow older, so
+        a write meanwhile changes nothing of it)."""
+        removed, budget = 0, max(limit, 0)
+        with translated_errors(self.settings, f"trim of journals under {prefix!r}", UNCONFIRMED):
+            for info in await self.describe(prefix):
+                if removed >= budget:
+                    break
+                self._check_open()
+                journal = self._journal_key(info.key)
+                rows: builtins.list[Any] = await self._client.zrange(
+                    journal, 0, budget - removed - 1
+                )
+                decoded = [decode_json(data) for data in rows]
+                old = [row for row in decoded if float(row[1]) < written_before]
+                if old:
+                    removed += int(await self._client.zremrangebyscore(journal, "-inf", old[-1][0]))
+        return removed
+
     async def aclose(self) -> None:
         if self._closed:
             return

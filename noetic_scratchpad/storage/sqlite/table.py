@@ -142,6 +142,18 @@ class TableSql:
         where = f"{where} AND" if where else " WHERE"
         return f"SELECT key FROM {self.table}{where} updated_at < ? ORDER BY key LIMIT ?", params
 
+    def trim_journals(self, prefix: str) -> tuple[str, list[str]]:
+        """The delete of the journal rows under ``prefix`` written before a time, at
+        most a number of them (the two parameters after the prefix's)."""
+        where, params = _prefix_range(prefix)
+        where = f"{where} AND" if where else " WHERE"
+        j = self.journal
+        return (
+            f"DELETE FROM {j} WHERE (key, revision) IN (SELECT key, revision FROM {j}"
+            f"{where} written_at < ? LIMIT ?)",
+            params,
+        )
+
     def describe(self, prefix: str) -> tuple[str, list[str]]:
         where, params = _prefix_range(prefix)
         sql = (

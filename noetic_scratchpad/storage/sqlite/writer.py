@@ -368,6 +368,17 @@ class SqliteWriter:
             self._sweep(prefix, written_before, limit),
         )
 
+    async def trim_journals(self, prefix: str, written_before: float, limit: int) -> int:
+        """Delete at most ``limit`` journal rows under ``prefix`` written before
+        ``written_before`` (see :mod:`..sweep`), in one transaction of this thread."""
+        sql, params = self._sql.trim_journals(prefix)
+        return await run_in_connection_thread(
+            self.connection,
+            self._maintain,
+            "trim journals",
+            lambda conn: conn.execute(sql, (*params, written_before, limit)).rowcount,
+        )
+
     def _sweep(
         self, prefix: str, written_before: float, limit: int
     ) -> Callable[[sqlite3.Connection], int]:
@@ -680,6 +691,13 @@ class SqliteWrites:
         if self._closed:
             raise self._closed_error()
         return await self._writer.sweep_expired(prefix, written_before, journal_limit(limit))
+
+    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int:
+        """Delete at most ``limit`` journal rows under ``prefix`` written before
+        ``written_before``; see :mod:`..sweep`."""
+        if self._closed:
+            raise self._closed_error()
+        return await self._writer.trim_journals(prefix, written_before, journal_limit(limit))
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
         return await self._submit(CommitJob(key, fn))
