@@ -18,9 +18,8 @@ from ..events import StateDiscarded
 from ..storage import ScopedStorage
 from ..storage.base import JournalView, Revision
 from .config import STATE_KEY
-from .journal import recent_rows
 from .pipeline import UpdatePipeline
-from .retention import expired_revision, journal_cutoff, live
+from .retention import expired_revision, live, live_view
 from .snapshot import Snapshot
 
 __all__ = ("load", "load_with_journal")
@@ -85,15 +84,10 @@ async def load_with_journal(
     view = await _within_read_timeout(
         pipeline, storage, storage.journal_view(STATE_KEY, limit=limit)
     )
-    if view.current is not None and pipeline.config.ttl is not None:
-        expired = await _within_read_timeout(
-            pipeline, storage, expired_revision(pipeline.config, storage)
+    if pipeline.config.ttl is not None or pipeline.config.history_max_age is not None:
+        view = await _within_read_timeout(
+            pipeline, storage, live_view(pipeline.config, storage, STATE_KEY, view)
         )
-        if live(view.current, expired) is None:  # an expired scope: nothing stored
-            view = JournalView(None, [])
-    cutoff = journal_cutoff(pipeline.config)
-    if cutoff is not None:  # rows past history_max_age, not swept yet
-        view = JournalView(view.current, recent_rows(view.rows, cutoff))
     return _loaded(pipeline, storage, ctx, view.current, layer_id=layer_id), view
 
 

@@ -24,24 +24,43 @@ from __future__ import annotations
 
 import time
 
-from ..storage import ScopedStorage
-from ..storage.base import Revision
+from ..storage.base import JournalView, Revision, StorageBackend
 from .config import STATE_KEY, ScratchpadConfig
+from .journal import recent_rows
 
-__all__ = ("expired_revision", "journal_cutoff", "live")
+__all__ = ("expired_revision", "journal_cutoff", "live", "live_view")
 
 
-async def expired_revision(config: ScratchpadConfig, storage: ScopedStorage) -> int | None:
-    """The revision of the scope's state when it has expired (``ttl`` or more since its
-    last write), else ``None`` (no ``ttl``, nothing stored, or still live)."""
+async def expired_revision(
+    config: ScratchpadConfig, storage: StorageBackend, key: str = STATE_KEY
+) -> int | None:
+    """The revision of the scope's state at ``key`` (of a scope's storage, its own;
+    of a backend, the full key) when it has expired (``ttl`` or more since its last
+    write), else ``None`` (no ``ttl``, nothing stored, or still live)."""
     ttl = config.ttl_seconds
     if ttl is None:
         return None
     now = (config.clock or time.time)()
-    for info in await storage.describe(STATE_KEY):
-        if info.key == STATE_KEY:
+    for info in await storage.describe(key):
+        if info.key == key:
             return info.revision if now >= info.updated_at + ttl else None
     return None
+
+
+async def live_view(
+    config: ScratchpadConfig, storage: StorageBackend, key: str, view: JournalView
+) -> JournalView:
+    """``view`` of ``key`` as a reader of a layer with ``config`` sees it: nothing
+    stored and no rows for an expired state, no row past ``history_max_age``."""
+    expired = None
+    if view.current is not None and config.ttl is not None:
+        expired = await expired_revision(config, storage, key)
+    if expired is not None and live(view.current, expired) is None:
+        return JournalView(None, [])
+    cutoff = journal_cutoff(config)
+    if cutoff is not None:  # rows past history_max_age, not swept yet
+        view = JournalView(view.current, recent_rows(view.rows, cutoff))
+    return view
 
 
 def live(found: Revision | None, expired: int | None) -> Revision | None:

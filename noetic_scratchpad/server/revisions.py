@@ -25,6 +25,7 @@ from .. import _json
 from ..errors import ScratchpadConflictError, ScratchpadHistoryError, ScratchpadUpdateError
 from ..layer import ScratchpadHandle
 from ..layer.journal import caller_of, entry_json, history_of
+from ..layer.retention import expired_revision, live, live_view
 from ..storage.base import JournalRow, Revision
 from .context import ServerContext
 from .inputs import int_param, json_response, read_json_object
@@ -76,8 +77,12 @@ class Revisions:
 
     async def stored(self, target: Target) -> Revision | None:
         """The scope's stored state and revision (``None``: nothing stored)."""
+        config = self.ctx.layer(target.kind).config
         with storage_errors(), anyio.fail_after(self.ctx.read_timeout(target.kind)):
             found: Revision | None = await self.ctx.storage().get_revision(target.key)
+            if found is not None and config.ttl is not None:  # an expired one: nothing
+                expired = await expired_revision(config, self.ctx.storage(), target.key)
+                found = live(found, expired)
         return found
 
     async def update(
@@ -152,8 +157,10 @@ class Revisions:
     async def _journal(self, target: Target, limit: int) -> tuple[Revision, list[JournalRow]]:
         """The stored state and the newest ``limit`` journal rows, read at one instant so
         that they agree (``journal_view``)."""
+        config = self.ctx.layer(target.kind).config
         with storage_errors(), anyio.fail_after(self.ctx.read_timeout(target.kind)):
             view = await self.ctx.storage().journal_view(target.key, limit=limit)
+            view = await live_view(config, self.ctx.storage(), target.key, view)
         if view.current is None:
             raise not_stored(target)
         return view.current, view.rows

@@ -347,3 +347,27 @@ async def test_etags_history_and_revert_agree_on_every_backend(storage: StorageB
         )
         assert reverted.json()["state"] == {"zz": 1, "a": {"yy": 2, "b": [1, 2]}}
         assert reverted.headers["etag"] == (await scope(client))[2]
+
+
+@pytest.mark.asyncio
+async def test_an_expired_scope_reads_as_missing_and_a_stale_etag_is_refused() -> None:
+    """A layer's ttl over HTTP: GET and history of an expired scope say it is not stored,
+    its old ETag no longer matches, and a write starts it afresh above its revisions."""
+    now = [0.0]
+    backend = await open_storage("memory://")
+    pad = create_app(backend, layers=[scratchpad(ttl=60, clock=lambda: now[0])])
+    async with api_client(pad) as client:
+        written = await client.patch(T1, json={"goal": "old"})
+        old_tag = written.headers["etag"]
+        now[0] = time.time() + 60
+        assert_problem(await client.get(T1), 404, "not-found")
+        assert_problem(await client.get(f"{T1}/history"), 404, "not-found")
+        stale = await client.patch(T1, json={"goal": "mine"}, headers={"If-Match": old_tag})
+        assert_problem(stale, 412, "precondition-failed")
+        fresh = await client.patch(T1, json={"goal": "new"})
+        assert fresh.json()["revision"] == 2
+        now[0] = time.time()
+        assert (await scope(client))[:2] == (2, {"goal": "new"})
+        assert [
+            entry["revision"] for entry in (await client.get(f"{T1}/history")).json()["entries"]
+        ] == [2]
