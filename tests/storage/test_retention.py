@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,8 @@ from noetic_scratchpad import (
 )
 from noetic_scratchpad.keys import state_key
 from noetic_scratchpad.storage import StorageBackend
+from tests.conftest import POSTGRES_URL
+from tests.test_erasure_evidence import every_postgres_row, every_redis_key, every_sqlite_row
 
 pytestmark = pytest.mark.asyncio
 
@@ -238,3 +242,28 @@ async def test_journal_entries_older_than_history_max_age_are_gone(
     assert await storage.get(KEY) == {"step": "four"}
     await handle.revert(3)  # what is kept still rebuilds
     assert handle.snapshot == {"step": "three"}
+
+
+async def _everything_stored(storage: Any, kind: str) -> str:
+    """Every row or key the backend holds, as text, read around it (the erasure test's
+    auditor's look)."""
+    if kind == "sqlite":
+        return every_sqlite_row(Path(storage.path))
+    if kind == "postgres":
+        return await every_postgres_row(POSTGRES_URL)
+    if kind == "redis":
+        text = await every_redis_key(storage.settings.url, storage.settings.prefix)
+        return text.encode().decode("unicode_escape")
+    return repr(vars(storage))
+
+
+async def test_a_swept_scope_leaves_nothing_of_its_state_or_journal_in_storage(
+    storage: StorageBackend, backend_kind: str
+) -> None:
+    marker = f"swept-marker-{backend_kind}-{id(storage)}"
+    _clock, layer, handle = await _expired(storage, {"goal": marker}, {"step": marker}, late=1)
+    assert marker in await _everything_stored(storage, backend_kind)
+    assert await layer.sweep(storage) == (1, 0)
+    assert marker not in await _everything_stored(storage, backend_kind)
+    await handle.update({"goal": "back"})
+    assert handle.revision == 3  # the kept revision: all that is left of it
