@@ -126,13 +126,13 @@ class FaultyStorage(StorageBackend):
         """The wrapped backend's (see :mod:`.storage.purge`); never faulted."""
         return await purge_deleted(self.inner, prefix)
 
-    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int | None:
+    async def sweep_expired(self, prefix: str, written_by: float, *, limit: int) -> int | None:
         """The inner backend's sweep (see :mod:`.storage.sweep`), not fault-injected."""
-        return await sweep_expired(self.inner, prefix, written_before, limit=limit)
+        return await sweep_expired(self.inner, prefix, written_by, limit=limit)
 
-    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int | None:
+    async def trim_journals(self, prefix: str, written_by: float, *, limit: int) -> int | None:
         """The inner backend's journal trim by age (see :mod:`.storage.sweep`)."""
-        return await trim_journals(self.inner, prefix, written_before, limit=limit)
+        return await trim_journals(self.inner, prefix, written_by, limit=limit)
 
     def heal(self) -> None:
         """Stop injecting faults; calls stalled so far stay stalled until :meth:`release`."""

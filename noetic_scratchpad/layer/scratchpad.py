@@ -388,7 +388,7 @@ class ScratchpadLayer:
         ``limit`` of its scopes (threads and resources) last written ``ttl`` or more ago,
         deleted with their journals as ``reset`` does (their revisions are kept, so a
         scope written again goes on above them), and at most ``limit`` journal entries
-        older than ``history_max_age``. A bounded step: run it periodically, and again
+        ``history_max_age`` old or older. A bounded step: run it periodically, and again
         while a count it returns is ``limit``. A count is ``None`` when the backend cannot
         (see :mod:`~noetic_scratchpad.storage.sweep`; what it keeps still reads as gone),
         0 when the layer has no such limit. Raises ``ScratchpadConfigError`` for a layer

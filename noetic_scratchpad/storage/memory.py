@@ -78,25 +78,25 @@ class MemoryStorage(StorageBackend):
             del self._retired[key]
         return len(gone)
 
-    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int:
-        """Delete at most ``limit`` keys under ``prefix`` last written before
-        ``written_before`` (see :mod:`.sweep`); never awaits, so nothing lands between."""
+    async def sweep_expired(self, prefix: str, written_by: float, *, limit: int) -> int:
+        """Delete at most ``limit`` keys under ``prefix`` last written at or before
+        ``written_by`` (see :mod:`.sweep`); never awaits, so nothing lands between."""
         gone = [
             key
             for key, at in self._written_at.items()
-            if at < written_before and key.startswith(prefix)
+            if at <= written_by and key.startswith(prefix)
         ][: max(limit, 0)]
         for key in gone:
             await self.delete(key)
         return len(gone)
 
-    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int:
-        """Delete at most ``limit`` journal rows under ``prefix`` written before
-        ``written_before``, oldest first (see :mod:`.sweep`)."""
+    async def trim_journals(self, prefix: str, written_by: float, *, limit: int) -> int:
+        """Delete at most ``limit`` journal rows under ``prefix`` written at or before
+        ``written_by``, oldest first (see :mod:`.sweep`)."""
         removed, budget = 0, max(limit, 0)
         for key, rows in self._journals.items():
             if key.startswith(prefix):
-                old = min(budget - removed, sum(1 for row in rows if row[1] < written_before))
+                old = min(budget - removed, sum(1 for row in rows if row[1] <= written_by))
                 del rows[:old]
                 removed += old
         return removed

@@ -79,14 +79,14 @@ class NamespacedStorage(StorageBackend):
             return functools.partial(self.commit, key)
         return functools.partial(self.backend.commit, self.prefix + key)
 
-    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int | None:
+    async def sweep_expired(self, prefix: str, written_by: float, *, limit: int) -> int | None:
         """The backend's :meth:`~.sweep.SweepsExpired.sweep_expired` under this prefix
         (``None`` when it has none)."""
-        return await sweep_expired(self.backend, self.prefix + prefix, written_before, limit=limit)
+        return await sweep_expired(self.backend, self.prefix + prefix, written_by, limit=limit)
 
-    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int | None:
+    async def trim_journals(self, prefix: str, written_by: float, *, limit: int) -> int | None:
         """The backend's journal trim by age (see :mod:`.sweep`)."""
-        return await trim_journals(self.backend, self.prefix + prefix, written_before, limit=limit)
+        return await trim_journals(self.backend, self.prefix + prefix, written_by, limit=limit)
 
     # The hot paths hand back the backend's own coroutine: one frame less per call.
     def commit(self, key: str, fn: CommitFn, *, keep: int) -> Coroutine[Any, Any, Revision]:

@@ -150,28 +150,28 @@ class PostgresStorage(StorageBackend):
                 removed += int(status.rsplit(" ", 1)[-1])
         return removed
 
-    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int:
+    async def sweep_expired(self, prefix: str, written_by: float, *, limit: int) -> int:
         """Delete at most ``limit`` keys under ``prefix`` last written (``now()`` of the
-        server) before ``written_before``, in one transaction; see :mod:`..sweep`."""
+        server) before ``written_by``, in one transaction; see :mod:`..sweep`."""
         upper = prefix_upper_bound(prefix)
         connection = self._connection("sweep expired keys", outcome=UNCONFIRMED)
         async with connection as conn, conn.transaction():
             rows = await conn.fetch(
-                self._sql.sweep, prefix, upper, written_before, journal_limit(limit)
+                self._sql.sweep, prefix, upper, written_by, journal_limit(limit)
             )
             gone = [row["key"] for row in rows]
             if gone:
                 await conn.execute(self._sql.clear_journals, gone)
         return len(gone)
 
-    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int:
-        """Delete at most ``limit`` journal rows under ``prefix`` written before
-        ``written_before``; see :mod:`..sweep`."""
+    async def trim_journals(self, prefix: str, written_by: float, *, limit: int) -> int:
+        """Delete at most ``limit`` journal rows under ``prefix`` written at or before
+        ``written_by``; see :mod:`..sweep`."""
         upper = prefix_upper_bound(prefix)
         connection = self._connection("trim journals", outcome=UNCONFIRMED)
         async with connection as conn:
             status = await conn.execute(
-                self._sql.trim_journals, prefix, upper, written_before, journal_limit(limit)
+                self._sql.trim_journals, prefix, upper, written_by, journal_limit(limit)
             )
         return int(status.rsplit(" ", 1)[-1])
 

@@ -133,11 +133,11 @@ class TableSql:
             f"DELETE FROM {j} AS gone WHERE {in_range} AND {live}",
         )
         # Sweeping expired keys (see storage/sweep.py): at most $4 rows under the prefix
-        # ($1, upper bound $2 or NULL) last written before $3 (Unix seconds) are deleted
+        # ($1, upper bound $2 or NULL) last written at or before $3 (Unix seconds) are deleted
         # with their revisions kept, as `retire` does; a row a writer holds is skipped, and
         # one written since it was picked is kept (the delete checks the time again). The
         # deleted keys come back, for their journal's delete in the same transaction.
-        old_row = "updated_at < to_timestamp($3::float8)"
+        old_row = "updated_at <= to_timestamp($3::float8)"
         self.sweep = (
             f"WITH gone AS (DELETE FROM {t} WHERE key IN (SELECT key FROM {t} AS gone "
             f"WHERE {in_range} AND {old_row} ORDER BY key LIMIT $4 FOR UPDATE SKIP LOCKED) "
@@ -148,10 +148,10 @@ class TableSql:
             "SELECT key FROM gone"
         )
         self.clear_journals = f"DELETE FROM {j} WHERE key = ANY($1::text[])"
-        # Journal retention by age: at most $4 rows under the prefix written before $3.
+        # Journal retention by age: at most $4 rows under the prefix written at or before $3.
         self.trim_journals = (
             f"DELETE FROM {j} WHERE (key, revision) IN (SELECT key, revision FROM {j} AS gone "
-            f"WHERE {in_range} AND written_at < to_timestamp($3::float8) LIMIT $4)"
+            f"WHERE {in_range} AND written_at <= to_timestamp($3::float8) LIMIT $4)"
         )
         # Run in one transaction, after `retire` has deleted (and so locked) the key's row.
         self.clear_journal = f"DELETE FROM {j} WHERE key = $1"

@@ -239,24 +239,24 @@ class RedisStorage(StorageBackend):
                 removed += int(await self._client.eval(_FORGET_DELETED, 1, found))
         return removed
 
-    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int:
-        """Delete at most ``limit`` keys under ``prefix`` last written before
-        ``written_before`` (see :mod:`..sweep`): candidates from the index, each deleted by
+    async def sweep_expired(self, prefix: str, written_by: float, *, limit: int) -> int:
+        """Delete at most ``limit`` keys under ``prefix`` last written at or before
+        ``written_by`` (see :mod:`..sweep`): candidates from the index, each deleted by
         a script that checks its write time again (a key written meanwhile stays) and
         keeps its revision, as :meth:`delete` does. Not Redis's own key expiry: it would
         take the revision with the value, and the key would start again at 1."""
-        old = [info.key for info in await self.describe(prefix) if info.updated_at < written_before]
+        old = [info.key for info in await self.describe(prefix) if info.updated_at <= written_by]
         removed = 0
         with translated_errors(self.settings, f"sweep of keys under {prefix!r}", UNCONFIRMED):
             for key in old[: max(limit, 0)]:
                 self._check_open()
                 keys = (self._value_key(key), self._journal_key(key), self._index)
-                removed += int(await self._client.eval(_SWEEP, 3, *keys, repr(written_before), key))
+                removed += int(await self._client.eval(_SWEEP, 3, *keys, repr(written_by), key))
         return removed
 
-    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int:
-        """Delete at most ``limit`` journal rows under ``prefix`` written before
-        ``written_before`` (see :mod:`..sweep`), oldest first: each key's rows are read,
+    async def trim_journals(self, prefix: str, written_by: float, *, limit: int) -> int:
+        """Delete at most ``limit`` journal rows under ``prefix`` written at or before
+        ``written_by`` (see :mod:`..sweep`), oldest first: each key's rows are read,
         and those below the newest old one removed by revision (rows only grow older, so
         a write meanwhile changes nothing of it)."""
         removed, budget = 0, max(limit, 0)
@@ -270,7 +270,7 @@ class RedisStorage(StorageBackend):
                     journal, 0, budget - removed - 1
                 )
                 decoded = [decode_json(data) for data in rows]
-                old = [row for row in decoded if float(row[1]) < written_before]
+                old = [row for row in decoded if float(row[1]) <= written_by]
                 if old:
                     removed += int(await self._client.zremrangebyscore(journal, "-inf", old[-1][0]))
         return removed
@@ -451,10 +451,10 @@ _FORGET_DELETED = (
 )
 
 
-#: Deletes a key written before ARGV[1] as ``delete`` does (its revision stays); 1 if it did.
+#: Deletes a key written at or before ARGV[1] as ``delete`` does (its revision stays); 1 if it did.
 _SWEEP = (
     "local at = redis.call('HGET', KEYS[1], 'at') "
-    "if at and tonumber(at) < tonumber(ARGV[1]) then "
+    "if at and tonumber(at) <= tonumber(ARGV[1]) then "
     "redis.call('HDEL', KEYS[1], 'value', 'at', 'token') redis.call('DEL', KEYS[2]) "
     "redis.call('ZREM', KEYS[3], ARGV[2]) return 1 end return 0"
 )

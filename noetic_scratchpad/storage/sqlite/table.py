@@ -135,22 +135,22 @@ class TableSql:
             (f"DELETE FROM {self.journal}{where} AND {live}", params),
         ]
 
-    def written_before(self, prefix: str) -> tuple[str, list[str]]:
-        """The keys under ``prefix`` last written before a time, at most a number of
+    def written_by(self, prefix: str) -> tuple[str, list[str]]:
+        """The keys under ``prefix`` last written at or before a time, at most a number of
         them (the two parameters after the prefix's): a range scan of the key index."""
         where, params = _prefix_range(prefix)
         where = f"{where} AND" if where else " WHERE"
-        return f"SELECT key FROM {self.table}{where} updated_at < ? ORDER BY key LIMIT ?", params
+        return f"SELECT key FROM {self.table}{where} updated_at <= ? ORDER BY key LIMIT ?", params
 
     def trim_journals(self, prefix: str) -> tuple[str, list[str]]:
-        """The delete of the journal rows under ``prefix`` written before a time, at
+        """The delete of the journal rows under ``prefix`` written at or before a time, at
         most a number of them (the two parameters after the prefix's)."""
         where, params = _prefix_range(prefix)
         where = f"{where} AND" if where else " WHERE"
         j = self.journal
         return (
             f"DELETE FROM {j} WHERE (key, revision) IN (SELECT key, revision FROM {j}"
-            f"{where} written_at < ? LIMIT ?)",
+            f"{where} written_at <= ? LIMIT ?)",
             params,
         )
 

@@ -357,35 +357,35 @@ class SqliteWriter:
             ),
         )
 
-    async def sweep_expired(self, prefix: str, written_before: float, limit: int) -> int:
-        """Delete at most ``limit`` keys under ``prefix`` last written before
-        ``written_before`` (see :mod:`..sweep`), as a delete does, in one transaction of
+    async def sweep_expired(self, prefix: str, written_by: float, limit: int) -> int:
+        """Delete at most ``limit`` keys under ``prefix`` last written at or before
+        ``written_by`` (see :mod:`..sweep`), as a delete does, in one transaction of
         this connection's thread: never inside a batch of writes."""
         return await run_in_connection_thread(
             self.connection,
             self._maintain,
             "sweep expired keys",
-            self._sweep(prefix, written_before, limit),
+            self._sweep(prefix, written_by, limit),
         )
 
-    async def trim_journals(self, prefix: str, written_before: float, limit: int) -> int:
-        """Delete at most ``limit`` journal rows under ``prefix`` written before
-        ``written_before`` (see :mod:`..sweep`), in one transaction of this thread."""
+    async def trim_journals(self, prefix: str, written_by: float, limit: int) -> int:
+        """Delete at most ``limit`` journal rows under ``prefix`` written at or before
+        ``written_by`` (see :mod:`..sweep`), in one transaction of this thread."""
         sql, params = self._sql.trim_journals(prefix)
         return await run_in_connection_thread(
             self.connection,
             self._maintain,
             "trim journals",
-            lambda conn: conn.execute(sql, (*params, written_before, limit)).rowcount,
+            lambda conn: conn.execute(sql, (*params, written_by, limit)).rowcount,
         )
 
     def _sweep(
-        self, prefix: str, written_before: float, limit: int
+        self, prefix: str, written_by: float, limit: int
     ) -> Callable[[sqlite3.Connection], int]:
         def sweep(conn: sqlite3.Connection) -> int:
             sql = self._sql
-            found, params = sql.written_before(prefix)
-            gone = [key for (key,) in conn.execute(found, (*params, written_before, limit))]
+            found, params = sql.written_by(prefix)
+            gone = [key for (key,) in conn.execute(found, (*params, written_by, limit))]
             for key in gone:
                 conn.execute(sql.clear_journal, (key,))
                 conn.execute(sql.retire, (key, 0))
@@ -684,20 +684,20 @@ class SqliteWrites:
             raise self._closed_error()
         return await self._writer.purge_deleted(prefix)
 
-    async def sweep_expired(self, prefix: str, written_before: float, *, limit: int) -> int:
-        """Delete at most ``limit`` keys under ``prefix`` last written before
-        ``written_before``; see :mod:`..sweep`. The writer's thread runs it between
+    async def sweep_expired(self, prefix: str, written_by: float, *, limit: int) -> int:
+        """Delete at most ``limit`` keys under ``prefix`` last written at or before
+        ``written_by``; see :mod:`..sweep`. The writer's thread runs it between
         batches."""
         if self._closed:
             raise self._closed_error()
-        return await self._writer.sweep_expired(prefix, written_before, journal_limit(limit))
+        return await self._writer.sweep_expired(prefix, written_by, journal_limit(limit))
 
-    async def trim_journals(self, prefix: str, written_before: float, *, limit: int) -> int:
-        """Delete at most ``limit`` journal rows under ``prefix`` written before
-        ``written_before``; see :mod:`..sweep`."""
+    async def trim_journals(self, prefix: str, written_by: float, *, limit: int) -> int:
+        """Delete at most ``limit`` journal rows under ``prefix`` written at or before
+        ``written_by``; see :mod:`..sweep`."""
         if self._closed:
             raise self._closed_error()
-        return await self._writer.trim_journals(prefix, written_before, journal_limit(limit))
+        return await self._writer.trim_journals(prefix, written_by, journal_limit(limit))
 
     async def update(self, key: str, fn: UpdateFn) -> JsonValue:
         return await self._submit(CommitJob(key, fn))
