@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -139,6 +140,8 @@ class ScopeWriter:
         self._commit = None if storage is None else storage.committer(STATE_KEY)
         # Whether a write must first ask whether the stored state expired (see .retention).
         self._expires = pipeline.config.ttl is not None
+        # (revision, clock before its commit) of this writer's last write, with a ttl.
+        self._fresh: tuple[int, float] | None = None
 
     async def write(
         self,
@@ -192,7 +195,7 @@ class ScopeWriter:
                     self.pipeline.config.write_timeout,
                     self._commit(attempt, keep=attempt.keep)
                     if not self._expires and not isinstance(change, Revert)
-                    else self._expiring(self._commit, attempt, change),
+                    else self._expiring(self._commit, attempt, change, base.revision),
                 )
                 revision = stored_at = committed.revision
         except BaseException as exc:
@@ -226,19 +229,36 @@ class ScopeWriter:
         return ViewLimit(self.view_budget, self.ctx.tokenize, edit_tool, self.view_advice)
 
     async def _expiring(
-        self, commit: Callable[..., Awaitable[Revision]], attempt: _Attempt, change: Change
+        self,
+        commit: Callable[..., Awaitable[Revision]],
+        attempt: _Attempt,
+        change: Change,
+        base: int,
     ) -> Revision:
         """The commit of a layer with a ``ttl``, and of a revert: a stored revision found
         expired when the write starts is written on as nothing stored, and a revert
-        rebuilds from the journal rows within ``history_max_age`` (see :mod:`.retention`)."""
-        storage = self.storage
-        assert storage is not None  # a writer with a commit has storage
-        expired = await expired_revision(self.pipeline.config, storage)
+        rebuilds from the journal rows within ``history_max_age`` (see :mod:`.retention`).
+
+        Whether it expired is asked of storage (``describe``) unless this writer's own
+        last write is the ``base`` and began less than ``ttl`` ago: what is stored now
+        is that write or a later one, so it cannot have expired."""
+        config = self.pipeline.config
+        ttl = config.ttl_seconds
+        started = (config.clock or time.time)()
+        fresh = self._fresh
+        expired = None
+        if ttl is not None and (fresh is None or fresh[0] != base or started >= fresh[1] + ttl):
+            storage = self.storage
+            assert storage is not None  # a writer with a commit has storage
+            expired = await expired_revision(config, storage)
         attempt.expired = expired
         if isinstance(change, Revert):
             change.expired = expired
-            change.journal_cutoff = journal_cutoff(self.pipeline.config)
-        return await commit(attempt, keep=attempt.keep)
+            change.journal_cutoff = journal_cutoff(config)
+        committed = await commit(attempt, keep=attempt.keep)
+        if ttl is not None:
+            self._fresh = (committed.revision, started)
+        return committed
 
     def _emit_applied(
         self,

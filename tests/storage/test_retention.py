@@ -21,7 +21,7 @@ from noetic_scratchpad import (
 from noetic_scratchpad.keys import state_key
 from noetic_scratchpad.storage import StorageBackend
 from tests.conftest import POSTGRES_URL
-from tests.test_erasure_evidence import every_postgres_row, every_redis_key, every_sqlite_row
+from tests.test_erasure_evidence import every_redis_key, every_sqlite_row
 
 pytestmark = pytest.mark.asyncio
 
@@ -244,13 +244,31 @@ async def test_journal_entries_older_than_history_max_age_are_gone(
     assert handle.snapshot == {"step": "three"}
 
 
+async def _every_row_of_its_tables(settings: Any) -> str:
+    """Every row of a PostgreSQL backend's three tables, as text (its own only: other
+    tests create and drop tables of their own meanwhile)."""
+    import asyncpg  # type: ignore[import-untyped, unused-ignore]
+
+    conn = await asyncpg.connect(POSTGRES_URL.split("?", 1)[0])
+    try:
+        tables = (
+            settings.quoted_table,
+            settings.quoted_journal_table,
+            settings.quoted_retired_table,
+        )
+        rows = [await conn.fetch(f"SELECT t::text AS row FROM {table} AS t") for table in tables]
+        return "\n".join(row["row"] for found in rows for row in found)
+    finally:
+        await conn.close()
+
+
 async def _everything_stored(storage: Any, kind: str) -> str:
     """Every row or key the backend holds, as text, read around it (the erasure test's
     auditor's look)."""
     if kind == "sqlite":
         return every_sqlite_row(Path(storage.path))
     if kind == "postgres":
-        return await every_postgres_row(POSTGRES_URL)
+        return await _every_row_of_its_tables(storage.settings)
     if kind == "redis":
         text = await every_redis_key(storage.settings.url, storage.settings.prefix)
         return text.encode().decode("unicode_escape")
