@@ -27,6 +27,7 @@ from .errors import (
 )
 from .events import (
     EventBus,
+    ScopeReset,
     ScratchpadEvent,
     StateDiscarded,
     UpdateApplied,
@@ -74,6 +75,7 @@ __all__ = (
     "RecallResult",
     "RunResult",
     "RunScope",
+    "ScopeReset",
     "ScopedStorage",
     "ScratchpadConfig",
     "ScratchpadConfigError",

@@ -34,6 +34,7 @@ from ..layer import (
 )
 from ..render import Tokenizer, check_token_counter
 from ..storage import OwnedStorage, ScopedStorage, StorageBackend
+from .remote import RemoteEvents
 from .scope import ScopeLike, as_scope
 
 __all__ = ("ScratchpadCore", "ToolResult", "format_output")
@@ -70,7 +71,10 @@ class ScratchpadCore:
     own, closed by :meth:`aclose`; a bus passed in is only drained). ``count_tokens``: the
     model's token counter, which every block's budget is counted in (default, the
     estimate: about four characters a token); kept at :attr:`tokenize`, the name the
-    execution contexts give it.
+    execution contexts give it. ``remote_events``: while the storage is open, the writes
+    and resets other processes make on it (PostgreSQL, Redis, an SQLite file) are events
+    on the bus too, with their ``origin`` (see :mod:`.remote`; ``False``: this process's
+    own only).
     """
 
     def __init__(
@@ -80,6 +84,7 @@ class ScratchpadCore:
         storage: str | StorageBackend | None = None,
         events: EventBus | None = None,
         count_tokens: Tokenizer | None = None,
+        remote_events: bool = True,
     ) -> None:
         if layers is None:
             from ..layer import scratchpad
@@ -102,6 +107,8 @@ class ScratchpadCore:
         self._storage = OwnedStorage(storage)
         self.storage_url = self._storage.url
         """The storage URL for messages and ``repr``, its secrets hidden."""
+        self.remote_events = remote_events
+        self._remote = RemoteEvents()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -131,13 +138,17 @@ class ScratchpadCore:
         storage calls it; after :meth:`aclose` it opens again, with a new bus of its own."""
         if self._owns_events and self._events.closed:
             self._events = EventBus()  # a restart (an app's lifespan run again)
-        return await self._storage.backend()
+        backend = await self._storage.backend()
+        if self.remote_events and self._remote.backend is not backend:
+            self._remote.start(backend, lambda: self._events)
+        return backend
 
     async def aclose(self) -> None:
         """Close what the core opened: its own bus (its streams end) and storage opened from a
         URL. A bus or a backend passed in stays the caller's: the bus is drained (async
         handlers get at most its ``handler_timeout``), the backend left open."""
         try:
+            await self._remote.stop()
             if self._owns_events:
                 await self._events.aclose()
             else:

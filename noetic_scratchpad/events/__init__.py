@@ -11,6 +11,7 @@ from __future__ import annotations
 from .bus import CLOSE_GRACE as CLOSE_GRACE
 from .bus import EventBus, EventHandler
 from .models import (
+    ScopeReset,
     ScratchpadEvent,
     StateDiscarded,
     UpdateApplied,
@@ -23,6 +24,7 @@ from .models import WriteSource as WriteSource
 __all__ = (
     "EventBus",
     "EventHandler",
+    "ScopeReset",
     "ScratchpadEvent",
     "StateDiscarded",
     "UpdateApplied",

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = (
+    "ScopeReset",
     "ScratchpadEvent",
     "StateDiscarded",
     "UpdateApplied",
@@ -39,6 +40,10 @@ class ScratchpadEvent(BaseModel):
     scope: Literal["thread", "resource"] | None = None
     execution_id: str | None = None
     at: float = Field(default_factory=time.time)
+    #: The process that made the change, for an event another process's write or reset
+    #: caused (see docs/events.md, "Events across processes"); ``None`` for this
+    #: process's own events.
+    origin: str | None = None
 
 
 class UpdateApplied(ScratchpadEvent):
@@ -56,6 +61,17 @@ class UpdateApplied(ScratchpadEvent):
     call_id: str | None = None
     revision: int | None = None
     reused_call_id: bool = False
+
+
+class ScopeReset(ScratchpadEvent):
+    """A scope's state was deleted (an HTTP ``DELETE``, the CLI's ``reset``, an erasure):
+    its next write starts from the initial state. ``revision``: the last revision it had,
+    when known (a reset seen from another process does not know it)."""
+
+    log_level: ClassVar[str | None] = "info"
+
+    kind: Literal["scope_reset"] = "scope_reset"
+    revision: int | None = None
 
 
 class UpdateRetried(ScratchpadEvent):

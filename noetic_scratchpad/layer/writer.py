@@ -357,6 +357,7 @@ class _Attempt:
     collector run more often."""
 
     __slots__ = (
+        "about",
         "base",
         "call_id",
         "change",
@@ -393,6 +394,7 @@ class _Attempt:
         self.expected = expected
         self.base = base
         self.keep = self.pipeline.config.history_limit
+        self.about = (source, call_id)  # announced to other processes with the write
         self.produced: Transition | None = None  # the last run's
         self.expired: int | None = None  # the stored revision the ttl expired, if any
 
@@ -420,7 +422,7 @@ class _Attempt:
         if latest is not None:
             latest.record(self.scope, self.pipeline, snapshot)
         if self.keep == 0:
-            return Commit(snapshot.state, None, snapshot.encoded)
+            return Commit(snapshot.state, None, snapshot.encoded, self.about)
         entry = entry_of(
             source=self.source,
             call_id=self.call_id,
@@ -430,7 +432,7 @@ class _Attempt:
             base=result.base,
             merged=not isinstance(change, Rewrite),
         )
-        return Commit(snapshot.state, entry, snapshot.encoded)
+        return Commit(snapshot.state, entry, snapshot.encoded, self.about)
 
 
 # The model's validator called directly: the same checks without ``BaseModel.__init__``'s

@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from .. import tracing
 from ..errors import ScratchpadUpdateError
-from ..events import ScratchpadEvent
+from ..events import ScopeReset, ScratchpadEvent
 from ..keys import SCOPES, layer_prefix, parse_state_key
 from ..keys import Scope as ScopeKind
 from .callers import caller_of
@@ -218,6 +218,9 @@ class ScopeRoutes:
                 span.set_attribute(tracing.RECORD_COUNT, int(stored))
         if not stored:
             raise not_stored(target)
+        self.ctx.events.emit(
+            ScopeReset(layer_id=target.layer_id, scope_key=target.id, scope=target.kind)
+        )
         return Response(status_code=204)
 
     # -- event streams ---------------------------------------------------------------------

@@ -60,11 +60,14 @@ class Commit:
     """What a :data:`CommitFn` returns: the value to store, the journal entry that records
     this write (``None``: the write is not journaled), and, when the function already
     made it, the value's JSON as ``_json.dumps`` writes it (the backend then stores that
-    text instead of encoding the value a second time)."""
+    text instead of encoding the value a second time). ``about``: the write's source and
+    call id, which a backend that announces its changes to other processes sends with
+    the key and revision (see :mod:`.notices`)."""
 
     value: JsonValue
     entry: JsonValue | None = None
     encoded: bytes | None = None
+    about: tuple[str, str | None] | None = None
 
     def json(self) -> bytes:
         """The value's JSON text: ``encoded``, else encoded now (``ValueError`` for a

@@ -120,6 +120,25 @@ async def test_events_reach_every_stream_and_a_scope_stream_only_its_own() -> No
 
 
 @pytest.mark.asyncio
+async def test_a_reset_is_an_event_of_its_scope() -> None:
+    pad = create_app("memory://", layers=[scratchpad(schema=TaskNotes)], keepalive=0.2)
+    async with served(pad) as server, client_of(server.url) as client:
+        async with sse(client, "/api/scopes/thread/t1/events") as only_t1:
+            await client.patch("/api/scopes/thread/t1", json={"currentGoal": "mine"})
+            assert (await client.delete("/api/scopes/thread/t1")).status_code == 204
+            assert (await client.delete("/api/scopes/thread/t1")).status_code == 404
+            await only_t1.wait_for(lambda r: len(r.events) == 2)
+        assert [e.event for e in only_t1.events] == ["update_applied", "scope_reset"]
+        reset = only_t1.events[1].data
+        assert (reset["layer_id"], reset["scope_key"], reset["scope"]) == (
+            "scratchpad",
+            "t1",
+            "thread",
+        )
+        assert reset.get("origin") is None  # this process's own
+
+
+@pytest.mark.asyncio
 async def test_a_thread_and_a_resource_of_one_id_have_streams_of_their_own() -> None:
     """The filter takes the kind of scope too; an event that does not say its kind (from
     code that does not) goes to both."""

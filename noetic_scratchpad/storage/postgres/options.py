@@ -91,6 +91,12 @@ class PostgresSettings:
     def quoted_retired_table(self) -> str:
         return ".".join(f'"{part}"' for part in self.retired_table.split("."))
 
+    @property
+    def channel(self) -> str:
+        """The ``NOTIFY`` channel the writes of this table are announced on (see
+        :mod:`..notices`): ``{table}_changes``, named as the journal is."""
+        return self._beside("_changes")
+
     def _beside(self, suffix: str) -> str:
         """``{table}{suffix}`` in the table's schema, cut to PostgreSQL's 63 bytes and then
         made unique with a hash of the table's name."""

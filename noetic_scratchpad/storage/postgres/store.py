@@ -10,7 +10,7 @@ connection of the pool and queueing on the row lock.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -34,10 +34,12 @@ from ..base import (
     UpdateFn,
     journal_limit,
 )
+from ..notices import ChangeNotice, encode_notice, process_origin
 from .codec import decode_text, encode
 from .connection import create_pool, pooled_connection
 from .failures import DRIVER_ERRORS, ROLLED_BACK, UNCHANGED, UNCONFIRMED, storage_error
 from .journal import decode_journal
+from .listener import listen
 from .options import PostgresSettings, parse_postgres_url
 from .schema import prepare_tables
 from .table import TableSql, fetch_prefix
@@ -76,6 +78,14 @@ class PostgresStorage(StorageBackend):
         self._sql = TableSql(
             settings.quoted_table, settings.quoted_journal_table, settings.quoted_retired_table
         )
+        self.connect_options: dict[str, Any] = {}
+        """What :meth:`open` passed to asyncpg besides the URL (the listener connects with
+        it too)."""
+        self.origin = process_origin()
+        """The process name this backend's notices carry (see :mod:`..notices`)."""
+        self.announces = True
+        """Whether writes and deletes are announced to other processes (``NOTIFY`` on
+        :attr:`PostgresSettings.channel`, in the write's transaction)."""
 
     @classmethod
     async def open(
@@ -103,6 +113,7 @@ class PostgresStorage(StorageBackend):
         max_batch = int_option("max_batch", max_batch, minimum=1)
         pool = await create_pool(settings, connect_options)
         storage = cls(pool, settings, max_batch=max_batch)
+        storage.connect_options = dict(connect_options)
         try:
             await storage._create_table()
         except BaseException:
@@ -123,7 +134,17 @@ class PostgresStorage(StorageBackend):
     async def set(self, key: str, value: JsonValue) -> None:
         data = encode(value)
         async with self._connection("write", key, outcome=UNCONFIRMED) as conn:
-            if await conn.fetchval(self._sql.set_existing, key, data):
+            if self.announces:
+                found = await conn.fetchval(
+                    self._sql.set_existing_announced,
+                    key,
+                    data,
+                    self.settings.channel,
+                    self.origin,
+                )
+            else:
+                found = await conn.fetchval(self._sql.set_existing, key, data)
+            if found:
                 return
         # A missing key: created under the row lock, which finds the revision it continues
         # from (TableSql.retired_revision says why one statement cannot).
@@ -137,6 +158,10 @@ class PostgresStorage(StorageBackend):
         async with connection as conn, conn.transaction():
             await conn.execute(self._sql.retire, key)
             await conn.execute(self._sql.clear_journal, key)
+            if self.announces:
+                text = encode_notice(ChangeNotice(key, self.origin, deleted=True))
+                if text is not None:
+                    await conn.execute(self._sql.notify, self.settings.channel, [text])
 
     async def purge_deleted(self, prefix: str) -> int:
         """Forget the retired revisions (and stray journal rows) of the deleted keys under
@@ -258,6 +283,13 @@ class PostgresStorage(StorageBackend):
         if scope.cancelled_caught:
             self._pool.terminate()
 
+    def watch_changes(self) -> AsyncGenerator[ChangeNotice, None]:
+        """The writes and deletes other processes commit to this table, from a connection
+        of its own that ``LISTEN``s on the table's channel (reconnected, with a warning,
+        when it is lost); see :mod:`..notices`."""
+        self._check_open()
+        return listen(self.settings, self.origin, self.connect_options)
+
     async def drop_table(self) -> None:
         """Drop this backend's tables and everything in them (tests and tear-downs).
 
@@ -283,7 +315,8 @@ class PostgresStorage(StorageBackend):
 
     async def _run_batch(self, key: str, jobs: builtins.list[CommitJob]) -> builtins.list[Any]:
         async with self._connection("update", key, outcome=ROLLED_BACK) as conn:
-            return await update_row(conn, self._sql, self.settings, key, jobs)
+            origin = self.origin if self.announces else None
+            return await update_row(conn, self._sql, self.settings, key, jobs, origin)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -52,12 +52,14 @@ class TableSql:
         "journal_rows",
         "keys",
         "lock",
+        "notify",
         "purge_deleted",
         "retire",
         "retired",
         "retired_revision",
         "set_existing",
         "sweep",
+        "set_existing_announced",
         "table",
         "trim_journals",
         "write",
@@ -112,6 +114,13 @@ class TableSql:
         self.set_existing = (
             f"UPDATE {t} SET value = $2, revision = revision + 1, updated_at = now() "
             "WHERE key = $1 RETURNING true"
+        )
+        # The same, announced on the channel $3 by the process $4 (see ..notices).
+        self.set_existing_announced = (
+            f"WITH w AS (UPDATE {t} SET value = $2, revision = revision + 1, "
+            "updated_at = now() WHERE key = $1 RETURNING key, revision), "
+            "n AS (SELECT pg_notify($3, json_build_array('w', key, revision, $4::text, "
+            "NULL, NULL)::text) FROM w) SELECT true FROM n"
         )
         self.get = f"SELECT value FROM {t} WHERE key = $1"
         self.get_revision = f"SELECT value, revision FROM {t} WHERE key = $1"
@@ -173,6 +182,8 @@ class TableSql:
             "revision",
         )
         self.drop = f"DROP TABLE IF EXISTS {r}, {j}, {t}"
+        # A transaction's changes, announced when it commits (see ..notices).
+        self.notify = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload"
 
 
 def _range_scan(table: str, columns: str) -> RangeScan:

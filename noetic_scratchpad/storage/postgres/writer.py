@@ -31,6 +31,7 @@ import asyncpg  # type: ignore[import-untyped, unused-ignore]
 from ... import _json
 from ...errors import StorageError, StorageOutcomeUnknownError
 from ..base import JournalRow, Revision
+from ..notices import ChangeNotice, encode_notice
 from .codec import decode_text, escape
 from .failures import CONNECTION_LOST, UNCONFIRMED, storage_error
 from .journal import decode_journal
@@ -67,6 +68,8 @@ class _Outcome:
     data: bytes | None = None  # the value's JSON text; None: nothing to write
     journal: list[tuple[int, bytes]] = field(default_factory=list)
     floor: int = 0  # journal rows at or below this revision are trimmed
+    # (revision, (source, call id)) of each write made, for the notices of other processes
+    made: list[tuple[int, tuple[str, str | None] | None]] = field(default_factory=list)
 
 
 async def update_row(
@@ -75,10 +78,13 @@ async def update_row(
     settings: PostgresSettings,
     key: str,
     jobs: Sequence[CommitJob],
+    origin: str | None = None,
 ) -> list[Any]:
     """Run ``jobs`` on the row of ``key`` in one transaction holding its row lock.
 
-    Returns one outcome per job: its result, or the exception that fails it alone.
+    With ``origin``, each write is announced on the table's channel, in the same
+    transaction (:func:`_announce`). Returns one outcome per job: its result, or the
+    exception that fails it alone.
     A commit cut off by a lost connection is a :class:`StorageOutcomeUnknownError`.
     """
     transaction = conn.transaction(isolation="read_committed")
@@ -91,6 +97,8 @@ async def update_row(
         done = _apply(jobs, current, base, stored)
         if done.data is not None:
             await _write(conn, sql, key, done)
+            if origin is not None:
+                await _announce(conn, sql, settings, key, done, origin)
     except BaseException:
         await _rollback_quietly(transaction)
         raise
@@ -148,16 +156,17 @@ def _apply(
     seen = current.revision  # what a commit's fn is shown: 0 until a write is made
     for job in jobs:
         try:
+            about = None
             if job.plain:
                 new, entry = job.fn(done.value), None
                 data = _json.dumps(new)
             elif job.after is not None:
                 rows = _journal_above(done, stored, job.after)
                 commit = job.fn(Revision(done.value, seen), rows)
-                new, entry, data = commit.value, commit.entry, commit.json()
+                new, entry, data, about = commit.value, commit.entry, commit.json(), commit.about
             else:
                 commit = job.fn(Revision(done.value, seen))
-                new, entry, data = commit.value, commit.entry, commit.json()
+                new, entry, data, about = commit.value, commit.entry, commit.json(), commit.about
             encoded = escape(data)
             if entry is not None:
                 entry = escape(_json.dumps(entry)) if job.keep > 0 else None
@@ -166,6 +175,7 @@ def _apply(
             continue
         revision = seen = done.revision = done.revision + 1
         done.value, done.data = new, encoded
+        done.made.append((revision, about))
         if entry is not None:
             done.journal.append((revision, entry))
             done.floor = max(done.floor, revision - job.keep)
@@ -202,6 +212,28 @@ async def _write(conn: asyncpg.Connection, sql: TableSql, key: str, done: _Outco
         [entry for _, entry in rows],
         done.floor,
     )
+
+
+async def _announce(
+    conn: asyncpg.Connection,
+    sql: TableSql,
+    settings: PostgresSettings,
+    key: str,
+    done: _Outcome,
+    origin: str,
+) -> None:
+    """``pg_notify`` each write of the transaction, in it: the server delivers the
+    notices when (and only if) it commits, so a listener never hears of a write that was
+    rolled back, and a process that dies right after its commit has announced it all the
+    same. One statement for the whole batch."""
+    payloads = []
+    for revision, about in done.made:
+        source, call_id = about if about is not None else (None, None)
+        text = encode_notice(ChangeNotice(key, origin, revision, False, source, call_id))
+        if text is not None:
+            payloads.append(text)
+    if payloads:
+        await conn.execute(sql.notify, settings.channel, payloads)
 
 
 async def _rollback_quietly(transaction: Any) -> None:

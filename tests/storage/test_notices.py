@@ -1,0 +1,154 @@
+"""Change notices: their size limit, and PostgreSQL's ``LISTEN``/``NOTIFY`` watch."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from noetic_scratchpad.keys import MAX_ID_BYTES, state_key
+from noetic_scratchpad.storage import Commit, StorageBackend, open_storage
+from noetic_scratchpad.storage.notices import (
+    MAX_NOTICE_BYTES,
+    ChangeNotice,
+    decode_notice,
+    encode_notice,
+    watch_changes,
+)
+from tests.conftest import postgres_test_url, require_postgres
+
+
+def test_a_notice_fits_notify_s_payload_dropping_the_call_id_first() -> None:
+    notice = ChangeNotice("k" * 7_000, "host:1:abc", 7, False, "tool", "c" * 2_000)
+    text = encode_notice(notice)
+    assert text is not None
+    assert len(text.encode()) <= MAX_NOTICE_BYTES < 8_000
+    assert decode_notice(text) == ChangeNotice("k" * 7_000, "host:1:abc", 7, False, "tool", None)
+    short = ChangeNotice("k", "o", None, True)
+    assert decode_notice(encode_notice(short) or "") == short
+
+
+def test_a_key_too_long_for_a_notice_is_not_announced(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, "noetic_scratchpad.storage"):
+        assert encode_notice(ChangeNotice("k" * 9_000, "o", 1)) is None
+    assert "not announced" in caplog.text
+
+
+def test_anything_else_is_no_notice(caplog: pytest.LogCaptureFixture) -> None:
+    for text in ("", "[]", '{"a": 1}', '["x","k",1,"o",null,null]', '["w","k","1","o",null,null]'):
+        assert decode_notice(text) is None
+
+
+def test_a_backend_without_the_capability_watches_nothing() -> None:
+    from noetic_scratchpad.storage import MemoryStorage
+
+    assert watch_changes(MemoryStorage()) is None
+
+
+Notices = MemoryObjectReceiveStream[ChangeNotice]
+
+
+@asynccontextmanager
+async def _watching(backend: StorageBackend) -> AsyncIterator[Notices]:
+    """The notices ``backend`` watches, as a stream, for as long as the block runs."""
+    notices = watch_changes(backend)
+    assert notices is not None
+    send, receive = anyio.create_memory_object_stream[ChangeNotice](100)
+
+    async def forward() -> None:
+        async with send:
+            async for notice in notices:
+                await send.send(notice)
+
+    async with receive, anyio.create_task_group() as tg:
+        tg.start_soon(forward)
+        await anyio.sleep(0.3)  # listening
+        yield receive
+        tg.cancel_scope.cancel()
+    await notices.aclose()
+
+
+@pytest.mark.asyncio
+async def test_postgres_announces_the_largest_scope_key_with_its_call_id() -> None:
+    """A scope id of the largest size, every character encoded to 6 bytes, and a call id of
+    the largest size still travel whole, far below NOTIFY's 8,000 bytes."""
+    require_postgres()
+    url = postgres_test_url()
+    async with await open_storage(url) as writer, await open_storage(url) as watcher:
+        writer.origin = "the-other-process"  # type: ignore[attr-defined]
+        key = state_key("scratchpad", "thread", "é" * (MAX_ID_BYTES // 2))
+        call_id = "c" * 128
+        async with _watching(watcher) as notices:
+            await writer.commit(
+                key, lambda _c: Commit({"a": 1}, None, None, ("tool", call_id)), keep=0
+            )
+            with anyio.fail_after(2):
+                got = await notices.receive()
+        assert got == ChangeNotice(key, "the-other-process", 1, False, "tool", call_id)
+        size = len((encode_notice(got) or "").encode())
+        assert 1_500 < size < 2_000  # the key's 1,536 encoded characters and the rest
+        await watcher.drop_table()  # type: ignore[attr-defined]
+
+
+@pytest.mark.asyncio
+async def test_postgres_watch_leaves_out_its_own_process_s_changes() -> None:
+    require_postgres()
+    url = postgres_test_url()
+    async with await open_storage(url) as writer, await open_storage(url) as watcher:
+        async with _watching(watcher) as notices:
+            await writer.set("mine", 1)  # the same process: not announced to it
+            writer.origin = "the-other-process"  # type: ignore[attr-defined]
+            await writer.set("theirs", 1)
+            await writer.set("theirs", 2)  # an existing key: the one-statement path
+            await writer.delete("theirs")
+            with anyio.fail_after(2):
+                got = [await notices.receive() for _ in range(3)]
+        assert [(n.key, n.revision, n.deleted) for n in got] == [
+            ("theirs", 1, False),
+            ("theirs", 2, False),
+            ("theirs", None, True),
+        ]
+        await watcher.drop_table()  # type: ignore[attr-defined]
+
+
+@pytest.mark.asyncio
+async def test_postgres_listener_reconnects_after_its_connection_is_killed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    require_postgres()
+    url = postgres_test_url()
+    async with await open_storage(url) as writer, await open_storage(url) as watcher:
+        writer.origin = "the-other-process"  # type: ignore[attr-defined]
+        channel = watcher.settings.channel  # type: ignore[attr-defined]
+        with caplog.at_level(logging.WARNING, "noetic_scratchpad.storage"):
+            async with _watching(watcher) as notices:
+                await writer.set("k", 1)
+                with anyio.fail_after(2):
+                    assert (await notices.receive()).revision == 1
+                async with writer._pool.acquire() as conn:  # type: ignore[attr-defined]
+                    killed = await conn.fetchval(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE query LIKE $1",
+                        f"%LISTEN%{channel}%",
+                    )
+                assert killed == 1
+                # Written until heard: what is written before the listener is back is lost.
+                heard = None
+                with anyio.fail_after(10):
+                    while heard is None:
+                        await writer.set("k", 2)
+                        with anyio.move_on_after(0.2):
+                            heard = await notices.receive()
+        assert "was lost; opening it again" in caplog.text
+        assert heard.key == "k"
+        await watcher.drop_table()  # type: ignore[attr-defined]
+
+
+def test_a_notice_is_json_of_identifying_fields_only() -> None:
+    text = encode_notice(ChangeNotice("scopes/l/thread/t/state", "o", 3, False, "api", None))
+    assert json.loads(text or "") == ["w", "scopes/l/thread/t/state", 3, "o", "api", None]
