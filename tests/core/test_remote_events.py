@@ -23,7 +23,7 @@ from tests.conftest import backend_url
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
-KINDS = ["postgres"]
+KINDS = ["postgres", "redis"]
 
 
 class Child:
@@ -135,3 +135,5 @@ async def test_another_process_s_writes_and_resets_are_events_here(
             assert (again.origin, again.call_id, again.revision) == (child.origin, "remote-2", 3)
         if hasattr(core.backend, "drop_table"):
             await core.backend.drop_table()
+        if hasattr(core.backend, "drop_keys"):
+            await core.backend.drop_keys()

@@ -20,7 +20,7 @@ from noetic_scratchpad.storage.notices import (
     encode_notice,
     watch_changes,
 )
-from tests.conftest import postgres_test_url, require_postgres
+from tests.conftest import postgres_test_url, redis_test_url, require_postgres, require_redis
 
 
 def test_a_notice_fits_notify_s_payload_dropping_the_call_id_first() -> None:
@@ -73,13 +73,49 @@ async def _watching(backend: StorageBackend) -> AsyncIterator[Notices]:
     await notices.aclose()
 
 
+@asynccontextmanager
+async def _pair(kind: str) -> AsyncIterator[tuple[StorageBackend, StorageBackend]]:
+    """Two backends on one store: a writer that passes for another process, a watcher."""
+    if kind == "postgres":
+        require_postgres()
+        url = postgres_test_url()
+    else:
+        require_redis()
+        url = redis_test_url()
+    async with await open_storage(url) as writer, await open_storage(url) as watcher:
+        try:
+            yield writer, watcher
+        finally:
+            if kind == "postgres":
+                await watcher.drop_table()  # type: ignore[attr-defined]
+            else:
+                await watcher.drop_keys()  # type: ignore[attr-defined]
+
+
+async def _kill_listener(kind: str, writer: StorageBackend, watcher: StorageBackend) -> int:
+    """Cut the watcher's listening connection from the server's side; how many were cut."""
+    if kind == "postgres":
+        channel = watcher.settings.channel  # type: ignore[attr-defined]
+        async with writer._pool.acquire() as conn:  # type: ignore[attr-defined]
+            killed: int = await conn.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE $1",
+                f"%LISTEN%{channel}%",
+            )
+        return killed
+    client = writer._client  # type: ignore[attr-defined]
+    name = f"noetic-scratchpad-watch:{watcher.channel}"  # type: ignore[attr-defined]
+    ids = [c["id"] for c in await client.client_list() if c.get("name") == name]
+    for client_id in ids:
+        await client.client_kill_filter(_id=client_id)
+    return len(ids)
+
+
 @pytest.mark.asyncio
-async def test_postgres_announces_the_largest_scope_key_with_its_call_id() -> None:
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+async def test_the_largest_scope_key_is_announced_with_its_call_id(kind: str) -> None:
     """A scope id of the largest size, every character encoded to 6 bytes, and a call id of
     the largest size still travel whole, far below NOTIFY's 8,000 bytes."""
-    require_postgres()
-    url = postgres_test_url()
-    async with await open_storage(url) as writer, await open_storage(url) as watcher:
+    async with _pair(kind) as (writer, watcher):
         writer.origin = "the-other-process"  # type: ignore[attr-defined]
         key = state_key("scratchpad", "thread", "é" * (MAX_ID_BYTES // 2))
         call_id = "c" * 128
@@ -92,19 +128,17 @@ async def test_postgres_announces_the_largest_scope_key_with_its_call_id() -> No
         assert got == ChangeNotice(key, "the-other-process", 1, False, "tool", call_id)
         size = len((encode_notice(got) or "").encode())
         assert 1_500 < size < 2_000  # the key's 1,536 encoded characters and the rest
-        await watcher.drop_table()  # type: ignore[attr-defined]
 
 
 @pytest.mark.asyncio
-async def test_postgres_watch_leaves_out_its_own_process_s_changes() -> None:
-    require_postgres()
-    url = postgres_test_url()
-    async with await open_storage(url) as writer, await open_storage(url) as watcher:
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+async def test_a_watch_leaves_out_its_own_process_s_changes(kind: str) -> None:
+    async with _pair(kind) as (writer, watcher):
         async with _watching(watcher) as notices:
             await writer.set("mine", 1)  # the same process: not announced to it
             writer.origin = "the-other-process"  # type: ignore[attr-defined]
             await writer.set("theirs", 1)
-            await writer.set("theirs", 2)  # an existing key: the one-statement path
+            await writer.set("theirs", 2)  # an existing key (PostgreSQL: one statement)
             await writer.delete("theirs")
             with anyio.fail_after(2):
                 got = [await notices.receive() for _ in range(3)]
@@ -113,30 +147,21 @@ async def test_postgres_watch_leaves_out_its_own_process_s_changes() -> None:
             ("theirs", 2, False),
             ("theirs", None, True),
         ]
-        await watcher.drop_table()  # type: ignore[attr-defined]
 
 
 @pytest.mark.asyncio
-async def test_postgres_listener_reconnects_after_its_connection_is_killed(
-    caplog: pytest.LogCaptureFixture,
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+async def test_the_listener_comes_back_after_its_connection_is_cut(
+    kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    require_postgres()
-    url = postgres_test_url()
-    async with await open_storage(url) as writer, await open_storage(url) as watcher:
+    async with _pair(kind) as (writer, watcher):
         writer.origin = "the-other-process"  # type: ignore[attr-defined]
-        channel = watcher.settings.channel  # type: ignore[attr-defined]
         with caplog.at_level(logging.WARNING, "noetic_scratchpad.storage"):
             async with _watching(watcher) as notices:
                 await writer.set("k", 1)
                 with anyio.fail_after(2):
                     assert (await notices.receive()).revision == 1
-                async with writer._pool.acquire() as conn:  # type: ignore[attr-defined]
-                    killed = await conn.fetchval(
-                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                        "WHERE query LIKE $1",
-                        f"%LISTEN%{channel}%",
-                    )
-                assert killed == 1
+                assert await _kill_listener(kind, writer, watcher) == 1
                 # Written until heard: what is written before the listener is back is lost.
                 heard = None
                 with anyio.fail_after(10):
@@ -146,7 +171,6 @@ async def test_postgres_listener_reconnects_after_its_connection_is_killed(
                             heard = await notices.receive()
         assert "was lost; opening it again" in caplog.text
         assert heard.key == "k"
-        await watcher.drop_table()  # type: ignore[attr-defined]
 
 
 def test_a_notice_is_json_of_identifying_fields_only() -> None:

@@ -39,9 +39,11 @@ a hundred tasks on one scope do not retry against each other.
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import random
 import time
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +74,9 @@ from ..base import (
     encode_json,
     journal_limit,
 )
-from .failures import NOT_WRITTEN, UNCHANGED, UNCONFIRMED, translated_errors
+from ..notices import ChangeNotice, encode_notice, process_origin
+from .failures import CLIENT_ERRORS, NOT_WRITTEN, UNCHANGED, UNCONFIRMED, translated_errors
+from .listener import listen
 from .options import RedisSettings, parse_redis_url
 from .script import COMPARE_AND_SET
 
@@ -82,6 +86,8 @@ _CLOSE_TIMEOUT = 10.0
 #: How long a write keeps retrying while writers in other processes keep changing its key.
 _CONFLICT_BUDGET = 30.0
 _FIELDS = (b"value", b"revision", b"at")
+
+logger = logging.getLogger("noetic_scratchpad.storage")
 
 
 @dataclass(slots=True)
@@ -129,6 +135,13 @@ class RedisStorage(StorageBackend):
         self.tasks = self._batcher.tasks
         """Where the writes run: an object owning this backend may lend them its task
         group (``with backend.tasks.hosted_by(group):``)."""
+        self.origin = process_origin()
+        """The process name this backend's notices carry (see :mod:`..notices`)."""
+        self.announces = True
+        """Whether writes and deletes are announced to other processes (``PUBLISH`` on
+        :attr:`channel`)."""
+        self.channel = f"{settings.prefix}changes"
+        """The pub/sub channel the changes under this prefix are announced on."""
 
     @classmethod
     async def open(
@@ -222,6 +235,11 @@ class RedisStorage(StorageBackend):
                 pipe.hdel(self._value_key(key), "value", "at", "token")
                 pipe.delete(self._journal_key(key))
                 pipe.zrem(self._index, key)
+                text = self.announces and encode_notice(
+                    ChangeNotice(key, self.origin, deleted=True)
+                )
+                if text:  # in the transaction: announced exactly when it happens
+                    pipe.publish(self.channel, text)
                 await pipe.execute()
 
     async def purge_deleted(self, prefix: str) -> int:
@@ -302,6 +320,41 @@ class RedisStorage(StorageBackend):
             finally:
                 await client.aclose()
 
+    def watch_changes(self) -> AsyncGenerator[ChangeNotice, None]:
+        """The writes and deletes other processes make under this prefix, from a
+        subscription to :attr:`channel` on a connection of its own (opened again, with a
+        warning, when it is lost); see :mod:`..notices`."""
+        self._check_open()
+        return listen(self._client, self.settings, self.channel, self.origin)
+
+    async def _announce(
+        self, key: str, made: builtins.list[tuple[int, tuple[str, str | None] | None]]
+    ) -> None:
+        """Publish the writes of a compare-and-set that landed, right after it (the script
+        would need its arguments laid out anew to do it; pub/sub delivers at most once
+        all the same). A failure is logged: the writes are stored."""
+        texts = []
+        for revision, about in made:
+            source, call_id = about if about is not None else (None, None)
+            notice = ChangeNotice(key, self.origin, revision, False, source, call_id)
+            text = encode_notice(notice)
+            if text is not None:
+                texts.append(text)
+        try:
+            if len(texts) == 1:
+                await self._client.publish(self.channel, texts[0])
+            elif texts:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for text in texts:
+                        pipe.publish(self.channel, text)
+                    await pipe.execute()
+        except CLIENT_ERRORS as exc:
+            logger.warning(
+                "a write was stored but not announced to other processes key=%s: %s",
+                key,
+                settings_scrub(self.settings, exc),
+            )
+
     def __repr__(self) -> str:
         return f"RedisStorage({self.settings.display!r}, prefix={self.settings.prefix!r})"
 
@@ -373,6 +426,8 @@ class RedisStorage(StorageBackend):
             what = f"compare-and-set of an update of {key!r}"
             with translated_errors(self.settings, what, UNCONFIRMED, StorageOutcomeUnknownError):
                 if await self._cas(keys=keys, args=[*args, *_encoded(key, write)]):
+                    if self.announces:
+                        await self._announce(key, write[-1])
                     return outcomes
             if time.monotonic() > deadline:
                 break
@@ -408,6 +463,7 @@ def _apply(
     now = time.time()
     outcomes: builtins.list[Any] = []
     rows: builtins.list[tuple[int, bytes, int]] = []
+    made: builtins.list[tuple[int, tuple[str, str | None] | None]] = []
     data: bytes | None = None
     for job in jobs:
         try:
@@ -430,14 +486,15 @@ def _apply(
                 journal.insert(0, _row(row))
                 del journal[job.keep :]
         outcomes.append(Revision(value, revision))
+        made.append((revision, commit.about))
     if data is None:
         return outcomes, None
-    return outcomes, (revision, data, repr(now), rows)
+    return outcomes, (revision, data, repr(now), rows, made)
 
 
 def _encoded(key: str, write: tuple[Any, ...]) -> builtins.list[Any]:
     """The script's arguments from the new revision on (see :mod:`.script`)."""
-    revision, data, now, rows = write
+    revision, data, now, rows, _made = write
     args: builtins.list[Any] = [revision, data, now, key]
     for row_revision, row, keep in rows:
         args.extend((row_revision, row, keep))
@@ -458,6 +515,10 @@ _SWEEP = (
     "redis.call('HDEL', KEYS[1], 'value', 'at', 'token') redis.call('DEL', KEYS[2]) "
     "redis.call('ZREM', KEYS[3], ARGV[2]) return 1 end return 0"
 )
+
+
+def settings_scrub(settings: RedisSettings, exc: BaseException) -> str:
+    return settings.scrub(f"{type(exc).__name__}: {exc}")
 
 
 def _glob_escape(text: bytes) -> bytes:
