@@ -23,7 +23,7 @@ from tests.conftest import backend_url
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
-KINDS = ["postgres", "redis"]
+KINDS = ["postgres", "redis", "sqlite"]
 
 
 class Child:

@@ -6,6 +6,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 import pytest
@@ -74,9 +75,14 @@ async def _watching(backend: StorageBackend) -> AsyncIterator[Notices]:
 
 
 @asynccontextmanager
-async def _pair(kind: str) -> AsyncIterator[tuple[StorageBackend, StorageBackend]]:
-    """Two backends on one store: a writer that passes for another process, a watcher."""
-    if kind == "postgres":
+async def _pair(
+    kind: str, tmp_path: Path | None = None
+) -> AsyncIterator[tuple[StorageBackend, StorageBackend]]:
+    """Two backends on one store: a writer and a watcher."""
+    if kind == "sqlite":
+        assert tmp_path is not None
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+    elif kind == "postgres":
         require_postgres()
         url = postgres_test_url()
     else:
@@ -88,7 +94,7 @@ async def _pair(kind: str) -> AsyncIterator[tuple[StorageBackend, StorageBackend
         finally:
             if kind == "postgres":
                 await watcher.drop_table()  # type: ignore[attr-defined]
-            else:
+            elif kind == "redis":
                 await watcher.drop_keys()  # type: ignore[attr-defined]
 
 
@@ -111,12 +117,15 @@ async def _kill_listener(kind: str, writer: StorageBackend, watcher: StorageBack
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("kind", ["postgres", "redis"])
-async def test_the_largest_scope_key_is_announced_with_its_call_id(kind: str) -> None:
+@pytest.mark.parametrize("kind", ["postgres", "redis", "sqlite"])
+async def test_the_largest_scope_key_is_announced_with_its_call_id(
+    kind: str, tmp_path: Path
+) -> None:
     """A scope id of the largest size, every character encoded to 6 bytes, and a call id of
     the largest size still travel whole, far below NOTIFY's 8,000 bytes."""
-    async with _pair(kind) as (writer, watcher):
-        writer.origin = "the-other-process"  # type: ignore[attr-defined]
+    async with _pair(kind, tmp_path) as (writer, watcher):
+        watcher.origin = "the-watching-process"  # type: ignore[attr-defined]
+        origin = writer.origin  # type: ignore[attr-defined]
         key = state_key("scratchpad", "thread", "é" * (MAX_ID_BYTES // 2))
         call_id = "c" * 128
         async with _watching(watcher) as notices:
@@ -125,9 +134,40 @@ async def test_the_largest_scope_key_is_announced_with_its_call_id(kind: str) ->
             )
             with anyio.fail_after(2):
                 got = await notices.receive()
-        assert got == ChangeNotice(key, "the-other-process", 1, False, "tool", call_id)
+        if kind == "sqlite":  # not journaled (keep=0): the file knows no source
+            assert got == ChangeNotice(key, origin, 1, False, None, None)
+            return
+        assert got == ChangeNotice(key, origin, 1, False, "tool", call_id)
         size = len((encode_notice(got) or "").encode())
         assert 1_500 < size < 2_000  # the key's 1,536 encoded characters and the rest
+
+
+@pytest.mark.asyncio
+async def test_sqlite_announces_each_journaled_write_of_a_batch_and_a_delete(
+    tmp_path: Path,
+) -> None:
+    """Writes of one key batched into one transaction are one row of the table but one
+    journal row each: each is told, with the source and call id its entry names."""
+    async with _pair("sqlite", tmp_path) as (writer, watcher):
+        watcher.origin = "the-watching-process"  # type: ignore[attr-defined]
+        async with _watching(watcher) as notices:
+
+            def journaled(n: int) -> Commit:
+                return Commit({"n": n}, {"source": "tool", "call_id": f"c{n}"}, None)
+
+            async with anyio.create_task_group() as tg:
+                for n in range(3):
+                    tg.start_soon(lambda n=n: writer.commit("k", lambda _c: journaled(n), keep=5))
+            await writer.delete("k")
+            with anyio.fail_after(2):
+                got = [await notices.receive() for _ in range(4)]
+        assert [(n.revision, n.deleted, n.source) for n in got] == [
+            (1, False, "tool"),
+            (2, False, "tool"),
+            (3, False, "tool"),
+            (3, True, None),
+        ]
+        assert sorted(str(n.call_id) for n in got[:3]) == ["c0", "c1", "c2"]
 
 
 @pytest.mark.asyncio

@@ -12,7 +12,7 @@ import builtins
 import contextlib
 import dataclasses
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -28,6 +28,8 @@ from ..base import (
     StorageBackend,
     journal_limit,
 )
+from ..notices import ChangeNotice, process_origin
+from . import changes
 from .connection import (
     check_aiosqlite,
     fetch_all,
@@ -77,6 +79,13 @@ class SqliteStorage(SqliteWrites, StorageBackend):
         """Where the writes run: an object owning this backend may lend them its task
         group (``with backend.tasks.hosted_by(group):``)."""
         self._closed = False
+        self.origin = process_origin()
+        """The process name this backend's changes carry (see :mod:`..notices`)."""
+        self.announces = True
+        """Whether other processes' changes can be watched (:meth:`watch_changes`); this
+        process's own are recorded for theirs from :meth:`open` on."""
+        self.watch_interval = changes.DEFAULT_INTERVAL
+        """Seconds between two looks of :meth:`watch_changes` at the file."""
 
     def __repr__(self) -> str:
         return f"SqliteStorage({self.path!r}, synchronous={self.options.synchronous!r})"
@@ -92,7 +101,28 @@ class SqliteStorage(SqliteWrites, StorageBackend):
         check_aiosqlite()
         parsed = parse_sqlite_url(url, **options)
         parsed = dataclasses.replace(parsed, path=check_path(parsed.path))
-        return cls(parsed, *await open_connections(parsed))
+        storage = cls(parsed, *await open_connections(parsed))
+        try:
+            await storage._writer.call(
+                changes.install, storage._writer.conn, parsed.table, storage.origin
+            )
+        except BaseException:
+            await storage.aclose()
+            raise
+        return storage
+
+    def watch_changes(self) -> AsyncGenerator[ChangeNotice, None]:
+        """The writes and deletes other processes commit to this file, polled every
+        :attr:`watch_interval` seconds on a connection of its own; see :mod:`.changes`."""
+        if self._closed:
+            raise self._closed_error()
+        return changes.watch(
+            self.path,
+            self.options.table,
+            self.origin,
+            interval=self.watch_interval,
+            busy_ms=self.options.busy_timeout,
+        )
 
     # -- reads: one hop each, on the read-only connection ----------------------------------
 

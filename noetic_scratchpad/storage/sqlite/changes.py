@@ -1,0 +1,158 @@
+"""Other processes' changes of an SQLite file: a table of changes and a watcher polling it.
+
+SQLite has no notifications, so each write is also a row of ``{table}_changes (id, key,
+revision, deleted, origin, source, call_id)``, written in the write's own transaction by
+*temporary* triggers that each process's writer connection installs (:func:`install`) on
+the key-value table (a write, a delete) and on the journal (a journaled write, whose
+entry names its source and call id). Temporary, so that they carry the process's origin
+as a literal, and a program that opens the file without them (an older version, the
+``sqlite3`` shell) writes as it always did, its changes unannounced. The writer's code is
+untouched: the triggers run inside its statements. The table keeps its newest
+:data:`KEEP` rows.
+
+The watcher (:func:`watch`) asks ``PRAGMA data_version`` on a connection of its own every
+``interval`` seconds: it changes only when another connection committed, so an idle file
+costs one cheap statement a poll. Then it reads the rows past the last one it saw. Writes
+batched into one transaction on one key are one row of the key-value table but one
+journal row each: they are announced one by one when journaled, the last one only when
+not.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import AsyncGenerator
+from contextlib import suppress
+
+import anyio
+import anyio.to_thread
+
+from ..notices import ChangeNotice
+from .table import journal_table
+
+__all__ = ("DEFAULT_INTERVAL", "KEEP", "changes_table", "install", "watch")
+
+logger = logging.getLogger("noetic_scratchpad.storage.sqlite")
+
+#: Seconds between two looks at the file for changes of other processes.
+DEFAULT_INTERVAL = 0.1
+#: Rows the table of changes keeps (a journaled write makes two): a watcher that falls
+#: further behind between two polls misses some (logged). Small, so that the file stays
+#: the size it was: 500 journaled writes of other processes in one ``interval``, 5,000 a
+#: second at the default, before any is missed.
+KEEP = 1_000
+
+
+def changes_table(table: str) -> str:
+    """The name of the table of changes of the key-value table ``table``."""
+    return f"{table}_changes"
+
+
+def install(conn: sqlite3.Connection, table: str, origin: str) -> None:
+    """Create the table of changes if it is missing, and the triggers of this connection
+    that fill it (in the connection's thread)."""
+    c, j = changes_table(table), journal_table(table)
+    quoted = "'" + origin.replace("'", "''") + "'"
+    trim = f"DELETE FROM {c} WHERE id <= last_insert_rowid() - {KEEP};"
+    row = f"INSERT INTO {c} (key, revision, deleted, origin, source, call_id) VALUES"
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS main.{c} (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "key TEXT NOT NULL, revision INTEGER, deleted INTEGER NOT NULL, "
+        "origin TEXT NOT NULL, source TEXT, call_id TEXT)"
+    )
+    triggers = {
+        "written": f"AFTER INSERT ON main.{table} BEGIN "
+        f"{row} (new.key, new.revision, 0, {quoted}, NULL, NULL); {trim} END",
+        "rewritten": f"AFTER UPDATE ON main.{table} BEGIN "
+        f"{row} (new.key, new.revision, 0, {quoted}, NULL, NULL); {trim} END",
+        "deleted": f"AFTER DELETE ON main.{table} BEGIN "
+        f"{row} (old.key, old.revision, 1, {quoted}, NULL, NULL); {trim} END",
+        "journaled": f"AFTER INSERT ON main.{j} BEGIN "
+        f"{row} (new.key, new.revision, 0, {quoted}, "
+        "json_extract(new.entry, '$.source'), json_extract(new.entry, '$.call_id')); "
+        f"{trim} END",
+    }
+    for name, body in triggers.items():
+        conn.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS {table}_{name}_announced {body}")
+
+
+async def watch(
+    path: str, table: str, origin: str, *, interval: float = DEFAULT_INTERVAL, busy_ms: int = 5000
+) -> AsyncGenerator[ChangeNotice, None]:
+    """The changes of other processes from now on, polled every ``interval`` seconds."""
+    c = changes_table(table)
+    conn = await anyio.to_thread.run_sync(_connect, path, busy_ms)
+    try:
+        last, version = await anyio.to_thread.run_sync(_start, conn, c)
+        while True:
+            await anyio.sleep(interval)
+            try:
+                found, version = await anyio.to_thread.run_sync(_poll, conn, c, last, version)
+            except sqlite3.Error as exc:
+                logger.warning("reading other processes' changes failed; retrying: %s", exc)
+                continue
+            if not found:
+                continue
+            if found[0][0] > last + 1 and last:
+                logger.warning(
+                    "other processes' changes were missed: the watch fell %d rows behind",
+                    found[0][0] - last - 1,
+                )
+            last = found[-1][0]
+            for notice in _notices(found, origin):
+                yield notice
+    finally:
+        with anyio.CancelScope(shield=True), suppress(sqlite3.Error):
+            await anyio.to_thread.run_sync(conn.close)
+
+
+def _connect(path: str, busy_ms: int) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def _start(conn: sqlite3.Connection, c: str) -> tuple[int, int]:
+    last = conn.execute(f"SELECT coalesce(max(id), 0) FROM {c}").fetchone()[0]
+    version = conn.execute("PRAGMA data_version").fetchone()[0]
+    return int(last), int(version)
+
+
+Row = tuple[int, str, int | None, int, str, str | None, str | None]
+
+
+def _poll(conn: sqlite3.Connection, c: str, last: int, version: int) -> tuple[list[Row], int]:
+    now = conn.execute("PRAGMA data_version").fetchone()[0]
+    if now == version:
+        return [], version
+    rows = conn.execute(
+        f"SELECT id, key, revision, deleted, origin, source, call_id FROM {c} "
+        "WHERE id > ? ORDER BY id",
+        (last,),
+    ).fetchall()
+    return rows, int(now)
+
+
+def _notices(rows: list[Row], origin: str) -> list[ChangeNotice]:
+    """One notice per change: a write's journal row and its key's row say the same write
+    (the journal's names its source), so each (key, revision) is told once."""
+    told: dict[tuple[str, int | None, bool], ChangeNotice] = {}
+    first: dict[str, int] = {}  # each key's first row: keys in the order they changed
+    for row_id, key, revision, deleted, row_origin, source, call_id in rows:
+        if row_origin == origin:
+            continue
+        first.setdefault(key, row_id)
+        what = (key, revision, bool(deleted))
+        known = told.get(what)
+        if known is None or (known.source is None and source is not None):
+            told[what] = ChangeNotice(
+                key,
+                row_origin,
+                revision,
+                bool(deleted),
+                source if isinstance(source, str) else None,
+                call_id if isinstance(call_id, str) else None,
+            )
+    return sorted(told.values(), key=lambda n: (first[n.key], n.revision or 0, n.deleted))
