@@ -109,13 +109,14 @@ async def test_a_retried_compare_and_set_reports_the_write_that_landed(
     answers that the write landed, and writes nothing more."""
     await storage.set("k", "old")
     keys = [storage._value_key("k"), storage._journal_key("k"), storage._index]
-    args = [1, 1, "token-1", 2, b'"new"', "1.5", "k", 2, b'[2,1.5,"e"]', 5]
+    # No channel, no notice (see storage/redis/script.py), then one journal row.
+    args = [1, 1, "token-1", 2, b'"new"', "1.5", "k", "", 0, 2, b'[2,1.5,"e"]', 5]
     assert await storage._cas(keys=keys, args=args) == 1
     assert await storage._cas(keys=keys, args=args) == 1
     assert await storage.get_revision("k") == Revision("new", 2)
     assert len(await storage.journal("k", limit=10)) == 1
     # Another token at the same revision is another write: refused.
-    other = [1, 1, "token-2", 2, b'"other"', "1.5", "k"]
+    other = [1, 1, "token-2", 2, b'"other"', "1.5", "k", "", 0]
     assert await storage._cas(keys=keys, args=other) == 0
 
 

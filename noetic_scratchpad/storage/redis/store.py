@@ -39,7 +39,6 @@ a hundred tasks on one scope do not retry against each other.
 from __future__ import annotations
 
 import builtins
-import logging
 import os
 import random
 import time
@@ -75,7 +74,7 @@ from ..base import (
     journal_limit,
 )
 from ..notices import ChangeNotice, encode_notice, process_origin
-from .failures import CLIENT_ERRORS, NOT_WRITTEN, UNCHANGED, UNCONFIRMED, translated_errors
+from .failures import NOT_WRITTEN, UNCHANGED, UNCONFIRMED, translated_errors
 from .listener import listen
 from .options import RedisSettings, parse_redis_url
 from .script import COMPARE_AND_SET
@@ -86,8 +85,6 @@ _CLOSE_TIMEOUT = 10.0
 #: How long a write keeps retrying while writers in other processes keep changing its key.
 _CONFLICT_BUDGET = 30.0
 _FIELDS = (b"value", b"revision", b"at")
-
-logger = logging.getLogger("noetic_scratchpad.storage")
 
 
 @dataclass(slots=True)
@@ -327,33 +324,19 @@ class RedisStorage(StorageBackend):
         self._check_open()
         return listen(self._client, self.settings, self.channel, self.origin)
 
-    async def _announce(
-        self, key: str, made: builtins.list[tuple[int, tuple[str, str | None] | None]]
-    ) -> None:
-        """Publish the writes of a compare-and-set that landed, right after it (the script
-        would need its arguments laid out anew to do it; pub/sub delivers at most once
-        all the same). A failure is logged: the writes are stored."""
+    def _notices(self, key: str, write: tuple[Any, ...]) -> builtins.list[Any]:
+        """The script's channel and notices for ``write`` (see :mod:`.script`): the
+        writes of a compare-and-set are announced by the script itself, when it lands."""
+        if not self.announces:
+            return ["", 0]
         texts = []
-        for revision, about in made:
+        for revision, about in write[-1]:
             source, call_id = about if about is not None else (None, None)
             notice = ChangeNotice(key, self.origin, revision, False, source, call_id)
             text = encode_notice(notice)
             if text is not None:
                 texts.append(text)
-        try:
-            if len(texts) == 1:
-                await self._client.publish(self.channel, texts[0])
-            elif texts:
-                async with self._client.pipeline(transaction=False) as pipe:
-                    for text in texts:
-                        pipe.publish(self.channel, text)
-                    await pipe.execute()
-        except CLIENT_ERRORS as exc:
-            logger.warning(
-                "a write was stored but not announced to other processes key=%s: %s",
-                key,
-                settings_scrub(self.settings, exc),
-            )
+        return [self.channel, len(texts), *texts]
 
     def __repr__(self) -> str:
         return f"RedisStorage({self.settings.display!r}, prefix={self.settings.prefix!r})"
@@ -425,9 +408,8 @@ class RedisStorage(StorageBackend):
             keys = [self._value_key(key), self._journal_key(key), self._index]
             what = f"compare-and-set of an update of {key!r}"
             with translated_errors(self.settings, what, UNCONFIRMED, StorageOutcomeUnknownError):
-                if await self._cas(keys=keys, args=[*args, *_encoded(key, write)]):
-                    if self.announces:
-                        await self._announce(key, write[-1])
+                announced = self._notices(key, write)
+                if await self._cas(keys=keys, args=[*args, *_encoded(key, write, announced)]):
                     return outcomes
             if time.monotonic() > deadline:
                 break
@@ -492,10 +474,10 @@ def _apply(
     return outcomes, (revision, data, repr(now), rows, made)
 
 
-def _encoded(key: str, write: tuple[Any, ...]) -> builtins.list[Any]:
+def _encoded(key: str, write: tuple[Any, ...], announced: builtins.list[Any]) -> builtins.list[Any]:
     """The script's arguments from the new revision on (see :mod:`.script`)."""
     revision, data, now, rows, _made = write
-    args: builtins.list[Any] = [revision, data, now, key]
+    args: builtins.list[Any] = [revision, data, now, key, *announced]
     for row_revision, row, keep in rows:
         args.extend((row_revision, row, keep))
     return args
@@ -515,10 +497,6 @@ _SWEEP = (
     "redis.call('HDEL', KEYS[1], 'value', 'at', 'token') redis.call('DEL', KEYS[2]) "
     "redis.call('ZREM', KEYS[3], ARGV[2]) return 1 end return 0"
 )
-
-
-def settings_scrub(settings: RedisSettings, exc: BaseException) -> str:
-    return settings.scrub(f"{type(exc).__name__}: {exc}")
 
 
 def _glob_escape(text: bytes) -> bytes:
