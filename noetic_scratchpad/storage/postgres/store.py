@@ -34,7 +34,7 @@ from ..base import (
     UpdateFn,
     journal_limit,
 )
-from ..notices import ChangeNotice, encode_notice, process_origin
+from ..notices import ChangeNotice, process_origin
 from .codec import decode_text, encode
 from .connection import create_pool, pooled_connection
 from .failures import DRIVER_ERRORS, ROLLED_BACK, UNCHANGED, UNCONFIRMED, storage_error
@@ -43,7 +43,7 @@ from .listener import listen
 from .options import PostgresSettings, parse_postgres_url
 from .schema import prepare_tables
 from .table import TableSql, fetch_prefix
-from .writer import CommitJob, update_row
+from .writer import CommitJob, announce, update_row
 
 __all__ = ("PostgresStorage",)
 
@@ -134,17 +134,11 @@ class PostgresStorage(StorageBackend):
     async def set(self, key: str, value: JsonValue) -> None:
         data = encode(value)
         async with self._connection("write", key, outcome=UNCONFIRMED) as conn:
-            if self.announces:
-                found = await conn.fetchval(
-                    self._sql.set_existing_announced,
-                    key,
-                    data,
-                    self.settings.channel,
-                    self.origin,
-                )
-            else:
-                found = await conn.fetchval(self._sql.set_existing, key, data)
-            if found:
+            revision = await conn.fetchval(self._sql.set_existing, key, data)
+            if revision is not None:
+                if self.announces:
+                    notice = ChangeNotice(key, self.origin, revision)
+                    await announce(conn, self._sql, self.settings, [notice])
                 return
         # A missing key: created under the row lock, which finds the revision it continues
         # from (TableSql.retired_revision says why one statement cannot).
@@ -155,13 +149,15 @@ class PostgresStorage(StorageBackend):
         # does the journal's delete start, and see every row those writes added. The row's
         # revision is kept with its delete, so that the key's next life continues above it.
         connection = self._connection("delete", key, outcome=UNCONFIRMED)
-        async with connection as conn, conn.transaction():
-            await conn.execute(self._sql.retire, key)
-            await conn.execute(self._sql.clear_journal, key)
-            if self.announces:
-                text = encode_notice(ChangeNotice(key, self.origin, deleted=True))
-                if text is not None:
-                    await conn.execute(self._sql.notify, self.settings.channel, [text])
+        async with connection as conn:
+            async with conn.transaction():
+                status = await conn.execute(self._sql.retire, key)
+                await conn.execute(self._sql.clear_journal, key)
+            if self.announces and not status.endswith(
+                " 0"
+            ):  # a key that was there  # after the commit, as a write's (see .writer.announce)
+                notice = ChangeNotice(key, self.origin, deleted=True)
+                await announce(conn, self._sql, self.settings, [notice])
 
     async def purge_deleted(self, prefix: str) -> int:
         """Forget the retired revisions (and stray journal rows) of the deleted keys under

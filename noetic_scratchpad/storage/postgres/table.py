@@ -59,7 +59,6 @@ class TableSql:
         "retired_revision",
         "set_existing",
         "sweep",
-        "set_existing_announced",
         "table",
         "trim_journals",
         "write",
@@ -113,14 +112,7 @@ class TableSql:
         # no row itself: a missing key is written as `update` does, under the row lock.)
         self.set_existing = (
             f"UPDATE {t} SET value = $2, revision = revision + 1, updated_at = now() "
-            "WHERE key = $1 RETURNING true"
-        )
-        # The same, announced on the channel $3 by the process $4 (see ..notices).
-        self.set_existing_announced = (
-            f"WITH w AS (UPDATE {t} SET value = $2, revision = revision + 1, "
-            "updated_at = now() WHERE key = $1 RETURNING key, revision), "
-            "n AS (SELECT pg_notify($3, json_build_array('w', key, revision, $4::text, "
-            "NULL, NULL)::text) FROM w) SELECT true FROM n"
+            "WHERE key = $1 RETURNING revision"
         )
         self.get = f"SELECT value FROM {t} WHERE key = $1"
         self.get_revision = f"SELECT value, revision FROM {t} WHERE key = $1"

@@ -20,12 +20,14 @@ retired table's), so that a key's revisions never repeat.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
 from ... import _json
@@ -33,12 +35,17 @@ from ...errors import StorageError, StorageOutcomeUnknownError
 from ..base import JournalRow, Revision
 from ..notices import ChangeNotice, encode_notice
 from .codec import decode_text, escape
-from .failures import CONNECTION_LOST, UNCONFIRMED, storage_error
+from .failures import CONNECTION_LOST, DRIVER_ERRORS, UNCONFIRMED, storage_error
 from .journal import decode_journal
 from .options import PostgresSettings
 from .table import TableSql
 
-__all__ = ("CommitJob", "update_row")
+__all__ = ("CommitJob", "announce", "update_row")
+
+logger = logging.getLogger("noetic_scratchpad.storage")
+
+#: How long an announcement may take before it is given up (the write is stored).
+_ANNOUNCE_TIMEOUT = 5.0
 
 # A row deleted between the insert-if-absent and the lock makes the lock statement retry.
 _LOCK_ATTEMPTS = 8
@@ -82,9 +89,9 @@ async def update_row(
 ) -> list[Any]:
     """Run ``jobs`` on the row of ``key`` in one transaction holding its row lock.
 
-    With ``origin``, each write is announced on the table's channel, in the same
-    transaction (:func:`_announce`). Returns one outcome per job: its result, or the
-    exception that fails it alone.
+    With ``origin``, each write is announced on the table's channel right after the
+    commit (:func:`announce`). Returns one outcome per job: its result, or the exception
+    that fails it alone.
     A commit cut off by a lost connection is a :class:`StorageOutcomeUnknownError`.
     """
     transaction = conn.transaction(isolation="read_committed")
@@ -97,8 +104,6 @@ async def update_row(
         done = _apply(jobs, current, base, stored)
         if done.data is not None:
             await _write(conn, sql, key, done)
-            if origin is not None:
-                await _announce(conn, sql, settings, key, done, origin)
     except BaseException:
         await _rollback_quietly(transaction)
         raise
@@ -110,6 +115,12 @@ async def update_row(
     except CONNECTION_LOST as exc:
         what = f"commit of an update of {key!r}"
         raise storage_error(settings, what, exc, UNCONFIRMED, StorageOutcomeUnknownError) from exc
+    if origin is not None:
+        notices = []
+        for revision, about in done.made:
+            source, call_id = about if about is not None else (None, None)
+            notices.append(ChangeNotice(key, origin, revision, False, source, call_id))
+        await announce(conn, sql, settings, notices)
     return done.outcomes
 
 
@@ -214,26 +225,33 @@ async def _write(conn: asyncpg.Connection, sql: TableSql, key: str, done: _Outco
     )
 
 
-async def _announce(
+async def announce(
     conn: asyncpg.Connection,
     sql: TableSql,
     settings: PostgresSettings,
-    key: str,
-    done: _Outcome,
-    origin: str,
+    notices: Sequence[ChangeNotice],
 ) -> None:
-    """``pg_notify`` each write of the transaction, in it: the server delivers the
-    notices when (and only if) it commits, so a listener never hears of a write that was
-    rolled back, and a process that dies right after its commit has announced it all the
-    same. One statement for the whole batch."""
-    payloads = []
-    for revision, about in done.made:
-        source, call_id = about if about is not None else (None, None)
-        text = encode_notice(ChangeNotice(key, origin, revision, False, source, call_id))
-        if text is not None:
-            payloads.append(text)
-    if payloads:
-        await conn.execute(sql.notify, settings.channel, payloads)
+    """``pg_notify`` each notice, in one statement of its own, right after the commit of
+    the writes it tells of. Not in their transaction: a transaction that notifies holds a
+    lock of the whole database from its commit's start to its end, so that concurrent
+    writers on different scopes would commit one at a time (100 writers on 100 scopes ran
+    at 741 writes a second with the notices in the transaction, against 1,972 without
+    them). A notifying statement alone writes no WAL and holds that lock for a moment.
+    The price: a process that dies between its commit and this statement has not
+    announced that write. The statement is not cancelled with its caller (the write is
+    stored: its caller must hear so); a failure is logged."""
+    payloads = [text for text in map(encode_notice, notices) if text is not None]
+    if not payloads:
+        return
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_ANNOUNCE_TIMEOUT):
+        try:
+            await conn.execute(sql.notify, settings.channel, payloads)
+        except DRIVER_ERRORS as exc:
+            logger.warning(
+                "a write was stored but not announced to other processes key=%s: %s",
+                notices[0].key,
+                settings.scrub(f"{type(exc).__name__}: {exc}"),
+            )
 
 
 async def _rollback_quietly(transaction: Any) -> None:
