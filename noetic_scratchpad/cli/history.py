@@ -119,7 +119,7 @@ async def _scope_handle(
     kind, scope_id = scope_of(args)
     if sqlite_file_missing(url) is not None:
         raise CliError("; ".join(nothing_stored(url, args.layer)))
-    async with ScratchpadCore(storage=url) as core:
+    async with ScratchpadCore(storage=url, remote_events=False) as core:  # one command
         # Keep an app's longer journal whole: a revert trims to the layer's history_limit,
         # so the layer is made once the journal's length is known.
         key = state_key(args.layer, kind, scope_id)

@@ -137,3 +137,29 @@ async def test_another_process_s_writes_and_resets_are_events_here(
             await core.backend.drop_table()
         if hasattr(core.backend, "drop_keys"):
             await core.backend.drop_keys()
+
+
+@pytest.mark.asyncio
+async def test_the_http_app_s_event_stream_shows_another_process_s_writes(
+    tmp_path: Path,
+) -> None:
+    """What a worker of several serves: its ``api/events`` shows the writes and resets
+    made through another process, with that process's origin."""
+    import httpx
+
+    from noetic_scratchpad.server import create_app
+    from tests.server.helpers import served, sse
+
+    url = backend_url("sqlite", tmp_path)
+    async with (
+        served(create_app(url)) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=10) as client,
+        _child(url, "shared") as child,
+        sse(client, "/api/scopes/thread/shared/events") as stream,
+    ):
+        await child.step("write")
+        await child.step("reset")
+        await stream.wait_for(lambda r: len(r.events) == 2, 2)
+    assert [e.event for e in stream.events] == ["update_applied", "scope_reset"]
+    assert {e.data["origin"] for e in stream.events} == {child.origin}
+    assert stream.events[0].data["call_id"] == "remote-1"
