@@ -10,9 +10,10 @@ as a literal, and a program that opens the file without them (an older version, 
 untouched: the triggers run inside its statements. The table keeps its newest
 :data:`KEEP` rows.
 
-The watcher (:func:`watch`) asks ``PRAGMA data_version`` on a connection of its own every
-``interval`` seconds: it changes only when another connection committed, so an idle file
-costs one cheap statement a poll. Then it reads the rows past the last one it saw. Writes
+The watcher (:func:`watch`) reads the rows past the last one it saw every ``interval``
+seconds, on a connection opened for that read alone (see :func:`_read`): an idle file
+costs an open, one page of the table's index and a close a poll (``PRAGMA data_version``
+would need one connection kept across polls, used from the worker threads in turn). Writes
 batched into one transaction on one key are one row of the key-value table but one
 journal row each: they are announced one by one when journaled, the last one only when
 not.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import AsyncGenerator
-from contextlib import suppress
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -82,60 +83,48 @@ async def watch(
 ) -> AsyncGenerator[ChangeNotice, None]:
     """The changes of other processes from now on, polled every ``interval`` seconds."""
     c = changes_table(table)
-    conn = await anyio.to_thread.run_sync(_connect, path, busy_ms)
-    try:
-        last, version = await anyio.to_thread.run_sync(_start, conn, c)
-        while True:
-            await anyio.sleep(interval)
-            try:
-                found, version = await anyio.to_thread.run_sync(_poll, conn, c, last, version)
-            except sqlite3.Error as exc:
-                logger.warning("reading other processes' changes failed; retrying: %s", exc)
-                continue
-            if not found:
-                continue
-            if found[0][0] > last + 1 and last:
-                logger.warning(
-                    "other processes' changes were missed: the watch fell %d rows behind",
-                    found[0][0] - last - 1,
-                )
-            last = found[-1][0]
-            for notice in _notices(found, origin):
-                yield notice
-    finally:
-        with anyio.CancelScope(shield=True), suppress(sqlite3.Error):
-            await anyio.to_thread.run_sync(conn.close)
+    newest = await anyio.to_thread.run_sync(_read, path, busy_ms, _NEWEST.format(c), ())
+    last = int(newest[0][0])
+    while True:
+        await anyio.sleep(interval)
+        try:
+            found = await anyio.to_thread.run_sync(_read, path, busy_ms, _SINCE.format(c), (last,))
+        except sqlite3.Error as exc:
+            logger.warning("reading other processes' changes failed; retrying: %s", exc)
+            continue
+        if not found:
+            continue
+        if found[0][0] > last + 1:
+            logger.warning(
+                "other processes' changes were missed: the watch fell %d rows behind",
+                found[0][0] - last - 1,
+            )
+        last = found[-1][0]
+        for notice in _notices(found, origin):
+            yield notice
 
 
-def _connect(path: str, busy_ms: int) -> sqlite3.Connection:
+_NEWEST = "SELECT coalesce(max(id), 0) FROM {}"
+_SINCE = (
+    "SELECT id, key, revision, deleted, origin, source, call_id FROM {} WHERE id > ? ORDER BY id"
+)
+
+
+def _read(path: str, busy_ms: int, sql: str, params: tuple[int, ...]) -> list[Any]:
+    """``sql``'s rows, on a connection opened and closed in this one call (in a worker
+    thread): a poll shares nothing with another, so no connection is ever used by two
+    threads, nor outlives a loop that ends while a poll runs. The newest row's id is a
+    primary key's last entry: a poll that finds nothing new reads one page."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
-    conn.execute("PRAGMA query_only = ON")
-    return conn
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+        conn.execute("PRAGMA query_only = ON")
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
 
 
-def _start(conn: sqlite3.Connection, c: str) -> tuple[int, int]:
-    last = conn.execute(f"SELECT coalesce(max(id), 0) FROM {c}").fetchone()[0]
-    version = conn.execute("PRAGMA data_version").fetchone()[0]
-    return int(last), int(version)
-
-
-Row = tuple[int, str, int | None, int, str, str | None, str | None]
-
-
-def _poll(conn: sqlite3.Connection, c: str, last: int, version: int) -> tuple[list[Row], int]:
-    now = conn.execute("PRAGMA data_version").fetchone()[0]
-    if now == version:
-        return [], version
-    rows = conn.execute(
-        f"SELECT id, key, revision, deleted, origin, source, call_id FROM {c} "
-        "WHERE id > ? ORDER BY id",
-        (last,),
-    ).fetchall()
-    return rows, int(now)
-
-
-def _notices(rows: list[Row], origin: str) -> list[ChangeNotice]:
+def _notices(rows: list[Any], origin: str) -> list[ChangeNotice]:
     """One notice per change: a write's journal row and its key's row say the same write
     (the journal's names its source), so each (key, revision) is told once."""
     told: dict[tuple[str, int | None, bool], ChangeNotice] = {}
