@@ -30,7 +30,7 @@ import anyio
 import anyio.to_thread
 
 from ..notices import ChangeNotice
-from .table import journal_table
+from .table import changes_table, journal_table
 
 __all__ = ("DEFAULT_INTERVAL", "KEEP", "changes_table", "install", "watch")
 
@@ -43,11 +43,6 @@ DEFAULT_INTERVAL = 0.1
 #: the size it was: 500 journaled writes of other processes in one ``interval``, 5,000 a
 #: second at the default, before any is missed.
 KEEP = 1_000
-
-
-def changes_table(table: str) -> str:
-    """The name of the table of changes of the key-value table ``table``."""
-    return f"{table}_changes"
 
 
 def install(conn: sqlite3.Connection, table: str, origin: str) -> None:

@@ -28,6 +28,7 @@ from ..base import JournalRow, JsonValue
 
 __all__ = (
     "TableSql",
+    "changes_table",
     "create_table",
     "decode_journal",
     "decode_row",
@@ -41,6 +42,12 @@ logger = logging.getLogger("noetic_scratchpad.storage.sqlite")
 def journal_table(table: str) -> str:
     """The name of the journal table of the key-value table ``table``."""
     return f"{table}_journal"
+
+
+def changes_table(table: str) -> str:
+    """The name of the table of the latest changes, announced to other processes (see
+    :mod:`.changes`), of the key-value table ``table``."""
+    return f"{table}_changes"
 
 
 def retired_table(table: str) -> str:
@@ -126,13 +133,15 @@ class TableSql:
 
     def purge_deleted(self, prefix: str) -> list[tuple[str, list[str]]]:
         """The statements that forget the deleted keys under ``prefix``: their retired
-        revisions and any journal rows left without a value (never a live key's)."""
+        revisions, any journal rows left without a value and their announcements to
+        other processes (never a live key's)."""
         where, params = _prefix_range(prefix)
         where = where or " WHERE 1"
         live = f"key NOT IN (SELECT key FROM {self.table})"
         return [
             (f"DELETE FROM {retired_table(self.table)}{where} AND {live}", params),
             (f"DELETE FROM {self.journal}{where} AND {live}", params),
+            (f"DELETE FROM {changes_table(self.table)}{where} AND {live}", params),
         ]
 
     def written_by(self, prefix: str) -> tuple[str, list[str]]:
