@@ -110,3 +110,17 @@ def test_the_hop_count_follows_one_tool_call_from_the_parse_to_its_event() -> No
     assert int(lines[-2].split()[0]) == len(lines) - 2
     # Issue 24: at most half of the 59 hops the issue counted before the redesign.
     assert int(lines[-2].split()[0]) <= 29, result.stdout
+
+
+def test_a_core_lending_its_group_costs_no_more_calls_than_the_fast_path() -> None:
+    """``python -m benchmarks.calls``: a write through a core, its worker a task of the
+    core's group woken per burst, makes no more Python calls than a write on a backend
+    alone (a task per burst); an anyio task per burst would make about 30% more."""
+    result = run_python("-m", "benchmarks.calls", "--updates", "50", cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    figures = {
+        line.rsplit(None, 1)[0].strip(): float(line.rsplit(None, 1)[1])
+        for line in result.stdout.splitlines()[1:]
+    }
+    through_core = figures["through an open ScratchpadCore"]
+    assert through_core <= figures["on a backend, no group lent"], result.stdout

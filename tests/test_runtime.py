@@ -3,10 +3,12 @@ group of the owner's), on asyncio with the fast path on and off, and under trio.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from noetic_scratchpad import _runtime, open_storage
@@ -189,3 +191,92 @@ async def test_a_sqlite_backend_writes_in_a_lent_group(tmp_path: Path) -> None:
                 assert await backend.get("k") == {"n": 1}
     finally:
         await backend.aclose()
+
+
+def current_task() -> object:
+    if _runtime.running_trio():
+        import trio
+
+        return trio.lowlevel.current_task()
+    return asyncio.current_task()
+
+
+@pytest.mark.anyio
+async def test_a_worker_runs_burst_after_burst_in_one_task_of_a_lent_group(
+    anyio_backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While a group is lent, a worker's bursts all run in one task there, woken per
+    burst; a burst that fails is logged and the next still runs; leaving the lending ends
+    that task (the group closes), and later wakes run the job elsewhere."""
+    owner = TaskOwner()
+    tasks: list[object] = []
+    finished: list[anyio.Event] = []
+
+    async def burst() -> None:
+        await anyio.lowlevel.checkpoint()
+        tasks.append(current_task())  # the task itself: ids are reused
+        finished[-1].set()
+        if len(tasks) == 2:
+            raise ValueError("boom")
+
+    worker = owner.worker(burst)
+
+    async def run_once() -> None:
+        finished.append(anyio.Event())
+        assert worker.wake()
+        await finished[-1].wait()
+        await anyio.sleep(0.01)  # the burst returns
+
+    with anyio.fail_after(5), caplog.at_level(logging.ERROR, "noetic_scratchpad"):
+        async with anyio.create_task_group() as group:
+            with owner.hosted_by(group):
+                for _ in range(4):
+                    await run_once()
+        assert len(set(tasks)) == 1
+        assert len(tasks) == 4
+        assert "background task failed" in caplog.text
+        await run_once()  # no group lent: a task of its own
+        assert tasks[-1] != tasks[0]
+        async with anyio.create_task_group() as group:  # lent again: a new resident task
+            with owner.hosted_by(group):
+                await run_once()
+                await run_once()
+        assert len(set(tasks[-2:])) == 1
+        assert tasks[-1] not in tasks[:-2]
+
+
+@pytest.mark.anyio
+async def test_a_worker_whose_group_was_cancelled_starts_anew(anyio_backend: str) -> None:
+    """A resident task cancelled with its group leaves nothing behind: the worker's next
+    wake, in the next lent group, runs the job."""
+    owner = TaskOwner()
+    ran = anyio.Event()
+
+    async def burst() -> None:
+        ran.set()
+
+    worker = owner.worker(burst)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            with owner.hosted_by(group):
+                assert worker.wake()
+                await ran.wait()
+                group.cancel_scope.cancel()
+        ran = anyio.Event()
+        async with anyio.create_task_group() as group:
+            with owner.hosted_by(group):
+                assert worker.wake()
+                await ran.wait()
+
+
+@pytest.mark.anyio
+async def test_a_second_lender_changes_nothing(anyio_backend: str) -> None:
+    """An owner lent one group keeps it while a second lender's block runs."""
+    owner = TaskOwner()
+    async with anyio.create_task_group() as first, anyio.create_task_group() as second:
+        with owner.hosted_by(first) as lent:
+            assert lent
+            with owner.hosted_by(second) as lent_again:
+                assert not lent_again
+            assert owner.lent
+        assert not owner.lent

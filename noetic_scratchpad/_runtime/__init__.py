@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -51,7 +51,9 @@ if TYPE_CHECKING:
 __all__ = (
     "Event",
     "Expired",
+    "GroupHost",
     "TaskOwner",
+    "Worker",
     "implementation",
     "new_event",
     "running_async_library",
@@ -149,27 +151,63 @@ class TaskOwner:
 
     :meth:`start_soon` never waits and never raises: ``False`` says no loop runs in this
     thread to run the work. A task that raises is logged; it never cancels the others.
+    :meth:`worker` gives a job that runs again and again (a queue's worker) one task for as
+    long as a group is lent, woken once per burst of work.
     """
 
-    __slots__ = ("_group", "_hosts", "_lent", "_pending", "_running", "_tasks")
+    __slots__ = (
+        "_group",
+        "_hosts",
+        "_lent",
+        "_pending",
+        "_residents",
+        "_running",
+        "_tasks",
+        "_workers",
+    )
 
     def __init__(self) -> None:
         self._lent: TaskGroup | None = None  # (1): the lender's group
+        self._workers: list[Worker] = []
+        self._residents: list[Worker] = []  # workers with a task in the lent group
         self._tasks: set[asyncio.Task[None]] = set()  # (2): asyncio holds tasks weakly
         self._group: TaskGroup | None = None  # (3): the open group of the running host
         self._hosts: set[asyncio.Task[None]] = set()
         self._pending: list[tuple[Callable[..., Awaitable[None]], tuple[Any, ...]]] = []
         self._running = 0  # tasks started in (1) or (3) and not yet finished
 
+    @property
+    def lent(self) -> bool:
+        """Whether a group is lent to this owner now."""
+        return self._lent is not None
+
     @contextmanager
-    def hosted_by(self, group: TaskGroup) -> Iterator[None]:
+    def hosted_by(self, group: TaskGroup) -> Iterator[bool]:
         """Start this owner's tasks in ``group`` (open, and owned by the object that owns
-        this one) until the block ends; tasks running then finish there."""
+        this one) until the block ends; tasks running then finish there, and the workers'
+        tasks end once their burst is done. An owner that another object lends its group to
+        already keeps that one (a backend or a bus shared by two cores): the block then
+        changes nothing. Yields whether it lent ``group``."""
+        if self._lent is not None:
+            yield False
+            return
         self._lent = group
         try:
-            yield
+            for worker in self._workers:  # waiting there from now on, not from a first write
+                worker.reside(group)
+            yield True
         finally:
-            self._lent = None
+            self.release(group)
+
+    def release(self, group: TaskGroup) -> None:
+        """End the lending of ``group`` now, if it is lent (what leaving :meth:`hosted_by`
+        does; for a group whose loop is gone, whose host will never leave it)."""
+        if self._lent is not group:
+            return
+        self._lent = None
+        residents, self._residents = self._residents, []
+        for worker in residents:
+            worker.stop()
 
     def start_soon(self, fn: Callable[..., Awaitable[None]], *args: Any) -> bool:
         """Run ``fn(*args)`` in a task of this owner's (arguments, not a closure: a write
@@ -189,6 +227,10 @@ class TaskOwner:
             return False
         self._pending.append((fn, args))
         return True
+
+    def worker(self, fn: Callable[[], Awaitable[None]]) -> Worker:
+        """A :class:`Worker` of this owner's running ``fn()`` each time it is woken."""
+        return Worker(self, fn)
 
     async def _host(self) -> None:
         """Enter the owner's group, start what is pending in it, and leave it when every
@@ -211,9 +253,194 @@ class TaskOwner:
                 self._group = None
 
 
+class Worker:
+    """A job of a :class:`TaskOwner` that runs again each time :meth:`wake` asks for it (a
+    queue's worker: it runs until its queue is empty, and the next item wakes it again).
+
+    The caller wakes it only while it is not running (the queue knows). While the owner is
+    lent a group, one task there runs it burst after burst, woken by an event: cheaper per
+    burst than starting a task in the group (docs/benchmarks.md); the task ends when the
+    lending does, once its burst is done, or with its group. Otherwise each wake is
+    :meth:`TaskOwner.start_soon`.
+    """
+
+    __slots__ = ("_fn", "_new_event", "_owner", "_stopped", "_wakeup")
+
+    def __init__(self, owner: TaskOwner, fn: Callable[[], Awaitable[None]]) -> None:
+        self._owner = owner
+        self._fn = fn
+        self._wakeup: Event | None = None  # the resident task's, while it waits or runs
+        self._stopped = False
+        self._new_event: Callable[[], Event] = new_event  # the loop's, once resident
+        owner._workers.append(self)  # noqa: SLF001  # the owner and its workers are one unit
+
+    def wake(self) -> bool:
+        """Run the job soon; ``False`` when no loop runs in this thread to run it."""
+        wakeup = self._wakeup
+        if wakeup is not None:
+            wakeup.set()
+            return True
+        owner = self._owner
+        lent = owner._lent  # noqa: SLF001  # the owner and its workers are one unit
+        if lent is None:
+            return owner.start_soon(self._fn)
+        self.reside(lent).set()  # its resident task was cancelled with the group's work
+        return True
+
+    def reside(self, group: TaskGroup) -> Event:
+        """Start the task in ``group`` (lent to the owner) that runs the job at each wake;
+        returns the event that wakes it."""
+        self._new_event = implementation().new_event  # resolved once per resident task
+        self._wakeup = wakeup = self._new_event()
+        self._stopped = False
+        self._owner._residents.append(self)  # noqa: SLF001
+        group.start_soon(self._reside, wakeup)
+        return wakeup
+
+    def stop(self) -> None:
+        """End the resident task once its burst is done (the lending ended)."""
+        self._stopped = True
+        wakeup, self._wakeup = self._wakeup, None
+        if wakeup is not None:
+            wakeup.set()
+
+    async def _reside(self, wakeup: Event) -> None:
+        """The resident task: run the job at each wake-up until stopped."""
+        fn, new = self._fn, self._new_event
+        try:
+            while True:
+                await wakeup.wait()
+                if self._stopped or self._wakeup is not wakeup:
+                    return
+                self._wakeup = wakeup = new()
+                try:
+                    await fn()
+                except Exception:  # as _guarded, inline: this runs once per burst
+                    logger.exception("background task failed task=%s", _name(fn))
+        finally:
+            if self._wakeup is wakeup:  # cancelled with its group: the next wake starts anew
+                self._wakeup = None
+
+
+class GroupHost:
+    """A task group of an object's own (a core's), lent to the task owners of what it
+    owns (its bus, its backend) from :meth:`start` until :meth:`aclose`.
+
+    One host task, started by :meth:`start` and belonging to no caller, enters and leaves
+    the group, so the object may be opened in one task and closed in another. Work that
+    arrives for a lent owner runs in the group; an exception there is logged
+    (:class:`TaskOwner`). :meth:`aclose` ends the lending, lets what runs finish (at most
+    ``grace`` seconds), then cancels it and waits as long again; a task still running then
+    has ignored its cancellation, and is logged and left. On a loop other than the one
+    it was started on (a host run by several ``asyncio.run`` calls), :meth:`serving` says
+    no: the next :meth:`start` releases the old group's owners and starts anew.
+    """
+
+    __slots__ = ("_done", "_group", "_hosts", "_loop", "_owners", "_ready", "_stop", "grace")
+
+    def __init__(self, grace: float = 0.5) -> None:
+        self.grace = grace
+        self._loop: object = None  # what runs the host task: an asyncio loop, a trio token
+        self._group: TaskGroup | None = None
+        self._owners: list[TaskOwner] = []
+        self._stop: Event | None = None
+        self._done: Event | None = None
+        self._ready: Event | None = None
+        self._hosts: set[asyncio.Task[None]] = set()
+
+    def serving(self) -> bool:
+        """Whether the group is open, or opening, on the running loop."""
+        return self._stop is not None and self._loop is _current_run()
+
+    def ready(self) -> bool:
+        """Whether the group is open on the running loop and lent: :meth:`start` has
+        nothing to do."""
+        ready = self._ready
+        return ready is not None and ready.is_set() and self.serving()
+
+    async def start(self, owners: Sequence[TaskOwner]) -> None:
+        """Open the group in a host task and lend it to ``owners`` (each not lent another
+        group already); returns once they are lent. Nothing happens when it is open
+        already (but the wait for that)."""
+        if self.serving():
+            ready = self._ready
+            if ready is not None and not ready.is_set():
+                await ready.wait()
+            return
+        self._forget()
+        run = _current_run()
+        stop, done, ready = new_event(), new_event(), new_event()
+        started, _ = start_background(lambda: self._host(owners, stop, done, ready), self._hosts)
+        if not started:  # no loop runs here: impossible in a coroutine
+            return
+        self._loop, self._stop, self._done, self._ready = run, stop, done, ready
+        await ready.wait()
+
+    async def aclose(self) -> None:
+        """End the lending and join the group's tasks (see the class); idempotent."""
+        stop, done, group = self._stop, self._done, self._group
+        if stop is None or done is None:
+            return
+        if self._loop is not _current_run():
+            self._forget()  # its loop is gone, or it is another's: nothing to wait for here
+            return
+        self._stop = None
+        stop.set()
+        with anyio.move_on_after(self.grace):
+            await done.wait()
+        if not done.is_set() and group is not None:
+            group.cancel_scope.cancel()
+            with anyio.move_on_after(self.grace):
+                await done.wait()
+        if not done.is_set():
+            logger.error("background tasks ignored their cancellation; left running")
+
+    def _forget(self) -> None:
+        """Release the owners of a group whose host is not (or no longer) ours to join."""
+        if self._group is not None:
+            for owner in self._owners:
+                owner.release(self._group)
+        self._loop = self._group = self._stop = self._done = self._ready = None
+        self._owners = []
+
+    async def _host(
+        self, owners: Sequence[TaskOwner], stop: Event, done: Event, ready: Event
+    ) -> None:
+        group: TaskGroup | None = None
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                with ExitStack() as lending:
+                    self._owners = [
+                        owner for owner in owners if lending.enter_context(owner.hosted_by(group))
+                    ]
+                    ready.set()
+                    await stop.wait()
+        except Exception:  # nothing should reach here: its tasks are guarded
+            logger.exception("the background task group failed")
+        finally:
+            if group is not None and self._group is group:
+                self._group, self._owners = None, []
+            ready.set()  # also when it failed to start: nobody waits in vain
+            done.set()
+
+
+def _current_run() -> object:
+    """What runs this thread's tasks: the asyncio loop, or trio's token; ``None``: none."""
+    loop = running_asyncio_loop()
+    if loop is not None or not running_trio():
+        return loop
+    trio = sys.modules["trio"]
+    return trio.lowlevel.current_trio_token()
+
+
 async def _guarded(fn: Callable[..., Awaitable[None]], args: tuple[Any, ...]) -> None:
     """``fn(*args)``, logged if it fails: an error in a group would cancel its other tasks."""
     try:
         await fn(*args)
     except Exception:
-        logger.exception("background task failed task=%s", getattr(fn, "__qualname__", fn))
+        logger.exception("background task failed task=%s", _name(fn))
+
+
+def _name(fn: Callable[..., object]) -> object:
+    return getattr(fn, "__qualname__", fn)

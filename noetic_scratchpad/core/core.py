@@ -18,9 +18,10 @@ from types import TracebackType
 from typing import Any, Self
 
 from .. import _json
+from .._runtime import GroupHost, TaskOwner
 from ..context import ExecutionContext
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
-from ..events import EventBus
+from ..events import CLOSE_GRACE, EventBus
 from ..layer import (
     ContextLayer,
     HostTool,
@@ -109,6 +110,9 @@ class ScratchpadCore:
         """The storage URL for messages and ``repr``, its secrets hidden."""
         self.remote_events = remote_events
         self._remote = RemoteEvents()
+        self._group = GroupHost(CLOSE_GRACE)
+        """The core's task group, open from :meth:`open` to :meth:`aclose`: the bus's
+        async handlers and the backend's write workers run there."""
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -134,19 +138,35 @@ class ScratchpadCore:
         return backend
 
     async def open(self) -> StorageBackend:
-        """Open the storage (once; concurrent calls share one open). Every method that needs
-        storage calls it; after :meth:`aclose` it opens again, with a new bus of its own."""
+        """Open the storage (once; concurrent calls share one open) and the core's task
+        group, which runs the bus's async handlers and the backend's write workers until
+        :meth:`aclose` (a task of the core's own enters it: any task may open the core and
+        any other close it). Every method that needs storage calls it; after :meth:`aclose`
+        it opens again, with a new bus of its own."""
         if self._owns_events and self._events.closed:
             self._events = EventBus()  # a restart (an app's lifespan run again)
         backend = await self._storage.backend()
+        if not self._group.ready():
+            await self._group.start(self._task_owners(backend))
         if self.remote_events and self._remote.backend is not backend:
             self._remote.start(backend, lambda: self._events)
         return backend
 
+    def _task_owners(self, backend: StorageBackend) -> list[TaskOwner]:
+        """Whose tasks run in the core's group: the bus's handlers, the watch of other
+        processes' writes, the backend's writers."""
+        owners = [self._events.tasks, self._remote.tasks]
+        tasks = getattr(backend, "tasks", None)  # a backend of the package's has them
+        if isinstance(tasks, TaskOwner):
+            owners.append(tasks)
+        return owners
+
     async def aclose(self) -> None:
         """Close what the core opened: its own bus (its streams end) and storage opened from a
         URL. A bus or a backend passed in stays the caller's: the bus is drained (async
-        handlers get at most its ``handler_timeout``), the backend left open."""
+        handlers get at most its ``handler_timeout``), the backend left open. Then the task
+        group ends: what still runs there gets ``CLOSE_GRACE`` seconds, is cancelled, and
+        gets as long again; a task that outlasts that has ignored its cancellation (logged)."""
         try:
             await self._remote.stop()
             if self._owns_events:
@@ -154,7 +174,10 @@ class ScratchpadCore:
             else:
                 await self._events.drain()
         finally:
-            await self._storage.aclose()
+            try:
+                await self._storage.aclose()
+            finally:
+                await self._group.aclose()
 
     async def __aenter__(self) -> Self:
         await self.open()

@@ -3,7 +3,8 @@
 Every write of a process arrives here as a job (:meth:`SqliteWriter.submit`), and the jobs
 queued while a transaction runs become the next transaction (group commit). The queue's
 worker is a task of the writer's own (:attr:`SqliteWriter.tasks`, which an owning object
-may host in its task group), never a caller's: cancelling a caller only ends its wait; a
+may host in its task group: one task there then runs it, woken per burst of writes), never
+a caller's: cancelling a caller only ends its wait; a
 job still queued is then removed and never runs, one already in a running transaction runs
 to the end (its write may land), and the other jobs of that transaction get their results
 as if nothing happened. Each caller gets its result only after its transaction has
@@ -279,6 +280,7 @@ class SqliteWriter:
         self._execute = executor(connection)
         self.tasks = TaskOwner()
         """Where the worker runs."""
+        self._worker = self.tasks.worker(self._work)
 
     def __len__(self) -> int:
         """1 while a worker runs (jobs queued or in a transaction), else 0."""
@@ -291,7 +293,7 @@ class SqliteWriter:
         plain update's value, a commit's :class:`Revision`, ``None``)."""
         waiter = _Waiter(job, self._new_event())
         if not self._working:
-            if not self.tasks.start_soon(self._work):
+            if not self._worker.wake():
                 raise RuntimeError("the SQLite writer needs a running asyncio loop")
             self._working = True
         self._queue.append(waiter)
