@@ -280,3 +280,33 @@ async def test_a_second_lender_changes_nothing(anyio_backend: str) -> None:
                 assert not lent_again
             assert owner.lent
         assert not owner.lent
+
+
+@pytest.mark.anyio
+async def test_a_wake_just_before_the_lending_ends_still_runs(anyio_backend: str) -> None:
+    """A worker woken as its group's lending ends (its resident task not yet resumed), or
+    as the group is cancelled, still runs the job: its queue's callers would wait forever
+    otherwise."""
+    owner = TaskOwner()
+    ran: list[str] = []
+    second = anyio.Event()
+
+    async def burst() -> None:
+        ran.append("ran")
+        if len(ran) == 2:
+            second.set()
+
+    worker = owner.worker(burst)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            with owner.hosted_by(group):
+                await anyio.sleep(0.01)  # the resident task waits
+                assert worker.wake()
+        assert ran == ["ran"]
+
+        async with anyio.create_task_group() as group:
+            with owner.hosted_by(group):
+                await anyio.sleep(0.01)
+                assert worker.wake()
+                group.cancel_scope.cancel()
+        await second.wait()  # run there, or handed on to a task of the owner's

@@ -259,67 +259,83 @@ class Worker:
 
     The caller wakes it only while it is not running (the queue knows). While the owner is
     lent a group, one task there runs it burst after burst, woken by an event: cheaper per
-    burst than starting a task in the group (docs/benchmarks.md); the task ends when the
-    lending does, once its burst is done, or with its group. Otherwise each wake is
+    burst than starting a task in the group (docs/benchmarks.md). When the lending ends,
+    that task runs a wake it was given, if any, and ends; cancelled with its group, it
+    hands such a wake on (:meth:`TaskOwner.start_soon`). Otherwise each wake is
     :meth:`TaskOwner.start_soon`.
     """
 
-    __slots__ = ("_fn", "_new_event", "_owner", "_stopped", "_wakeup")
+    __slots__ = ("_fn", "_owner", "_resident")
 
     def __init__(self, owner: TaskOwner, fn: Callable[[], Awaitable[None]]) -> None:
         self._owner = owner
         self._fn = fn
-        self._wakeup: Event | None = None  # the resident task's, while it waits or runs
-        self._stopped = False
-        self._new_event: Callable[[], Event] = new_event  # the loop's, once resident
+        self._resident: _Resident | None = None  # the task in the lent group, if any
         owner._workers.append(self)  # noqa: SLF001  # the owner and its workers are one unit
 
     def wake(self) -> bool:
         """Run the job soon; ``False`` when no loop runs in this thread to run it."""
-        wakeup = self._wakeup
-        if wakeup is not None:
-            wakeup.set()
-            return True
-        owner = self._owner
-        lent = owner._lent  # noqa: SLF001  # the owner and its workers are one unit
-        if lent is None:
-            return owner.start_soon(self._fn)
-        self.reside(lent).set()  # its resident task was cancelled with the group's work
+        resident = self._resident
+        if resident is None:
+            lent = self._owner._lent  # noqa: SLF001
+            if lent is None:
+                return self._owner.start_soon(self._fn)
+            resident = self.reside(lent)  # its last one was cancelled with the group's work
+        resident.woken = True
+        resident.event.set()
         return True
 
-    def reside(self, group: TaskGroup) -> Event:
-        """Start the task in ``group`` (lent to the owner) that runs the job at each wake;
-        returns the event that wakes it."""
-        self._new_event = implementation().new_event  # resolved once per resident task
-        self._wakeup = wakeup = self._new_event()
-        self._stopped = False
+    def reside(self, group: TaskGroup) -> _Resident:
+        """Start the task in ``group`` (lent to the owner) that runs the job at each wake."""
+        resident = self._resident = _Resident(implementation().new_event)
         self._owner._residents.append(self)  # noqa: SLF001
-        group.start_soon(self._reside, wakeup)
-        return wakeup
+        group.start_soon(self._reside, resident)
+        return resident
 
     def stop(self) -> None:
-        """End the resident task once its burst is done (the lending ended)."""
-        self._stopped = True
-        wakeup, self._wakeup = self._wakeup, None
-        if wakeup is not None:
-            wakeup.set()
+        """End the resident task once it has run what it was woken for (the lending
+        ended): later wakes go elsewhere."""
+        resident, self._resident = self._resident, None
+        if resident is not None:
+            resident.stopped = True
+            resident.event.set()
 
-    async def _reside(self, wakeup: Event) -> None:
-        """The resident task: run the job at each wake-up until stopped."""
-        fn, new = self._fn, self._new_event
+    async def _reside(self, resident: _Resident) -> None:
+        """The resident task: run the job at each wake until stopped."""
+        fn = self._fn
         try:
             while True:
-                await wakeup.wait()
-                if self._stopped or self._wakeup is not wakeup:
-                    return
-                self._wakeup = wakeup = new()
+                if not resident.woken:
+                    if resident.stopped:
+                        return
+                    await resident.event.wait()
+                    continue
+                resident.woken = False
+                resident.event = resident.new_event()
                 try:
                     await fn()
                 except Exception:  # as _guarded, inline: this runs once per burst
                     logger.exception("background task failed task=%s", _name(fn))
         finally:
-            if self._wakeup is wakeup:  # cancelled with its group: the next wake starts anew
-                self._wakeup = None
+            if self._resident is resident:
+                self._resident = None  # cancelled with its group: the next wake starts anew
+            if resident.woken:  # a wake it never ran: nobody else would run the queue
+                try:
+                    self._owner.start_soon(fn)
+                except RuntimeError:  # lent still, to a group that is closed
+                    logger.exception("a background job was dropped task=%s", _name(fn))
+
+
+class _Resident:
+    """The state of one resident task of a :class:`Worker`."""
+
+    __slots__ = ("event", "new_event", "stopped", "woken")
+
+    def __init__(self, new_event: Callable[[], Event]) -> None:
+        self.new_event = new_event  # the loop's, resolved once
+        self.event = new_event()  # set to wake the task
+        self.woken = False  # whether a wake waits to be run
+        self.stopped = False
 
 
 class GroupHost:
