@@ -1,6 +1,7 @@
-"""``python -m benchmarks.calls [--updates N]``: Python function calls per tool-call update.
+"""``python -m benchmarks.calls [--updates N] [--storage URL]``: Python calls per update.
 
-One scope's updates on SQLite, each ``handle.call("update", ..., call_id=...)`` as a host
+One scope's updates on SQLite (or the storage at ``URL``), each ``handle.call("update",
+..., call_id=...)`` as a host
 makes it, counted by a profiler on every thread (the event loop's and SQLite's): each
 Python function entered counts once (C functions do not). Two ways in: through a
 ``ScratchpadCore`` opened with ``async with`` (its task group lent to the bus and the
@@ -18,6 +19,7 @@ import json
 import sys
 import tempfile
 import threading
+import uuid
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -48,6 +50,9 @@ class CallCounter:
 
 COUNTER = CallCounter()
 
+#: Scopes of this run's own: a server's storage keeps those of earlier runs.
+RUN = uuid.uuid4().hex[:8]
+
 
 async def async_subscriber(event: Any) -> None:
     """An async handler that does nothing: what the bus's task per event costs."""
@@ -69,28 +74,29 @@ async def calls_per_update(handle: Any, updates: int) -> float:
     return COUNTER.calls / updates
 
 
-async def main(updates: int) -> None:
+async def main(updates: int, storage: str | None = None) -> None:
     layer = scratchpad(max_state_bytes=1024 * 1024)
     COUNTER.install()
     with tempfile.TemporaryDirectory() as workdir:
-        url = f"sqlite:///{Path(workdir) / 'calls.db'}"
+        url = storage or f"sqlite:///{Path(workdir) / 'calls.db'}"
         async with ScratchpadCore(layer, storage=url) as core:
-            handle = await core.handle("through-core", read=False)
+            handle = await core.handle(f"through-core-{RUN}", read=False)
             through_core = await calls_per_update(handle, updates)
         async with ScratchpadCore(layer, storage=url) as core:
             core.events.subscribe(async_subscriber)
-            handle = await core.handle("async-subscriber", read=False)
+            handle = await core.handle(f"async-subscriber-{RUN}", read=False)
             with_subscriber = await calls_per_update(handle, updates)
         backend = await open_storage(url)
         try:
             alone = ScratchpadCore(layer, storage=backend)
-            handle = await alone.handle("backend-alone", read=False)
+            handle = await alone.handle(f"backend-alone-{RUN}", read=False)
             await alone.aclose()  # the core's group ends; the backend stays open, unlent
             backend_alone = await calls_per_update(handle, updates)
         finally:
             await backend.aclose()
     COUNTER.remove()
-    print(f"Python calls per tool-call update, SQLite, every thread ({updates} updates)")
+    where = "SQLite" if storage is None else storage.split(":", 1)[0]
+    print(f"Python calls per tool-call update, {where}, every thread ({updates} updates)")
     print(f"  through an open ScratchpadCore  {through_core:.1f}")
     print(f"  the same, one async subscriber  {with_subscriber:.1f}")
     print(f"  on a backend, no group lent     {backend_alone:.1f}")
@@ -99,4 +105,6 @@ async def main(updates: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=200)
-    asyncio.run(main(parser.parse_args().updates))
+    parser.add_argument("--storage", help="a storage URL (default: a new SQLite file)")
+    args = parser.parse_args()
+    asyncio.run(main(args.updates, args.storage))
