@@ -35,9 +35,10 @@ def generic_asyncio(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_lent_task_group_runs_the_work_and_waits_for_it() -> None:
-    """While ``hosted_by(group)`` holds, work starts in ``group``: leaving the group waits
-    for it, and cancelling the group cancels it; afterwards work starts elsewhere again."""
+async def test_a_lent_task_group_runs_the_work_and_waits_for_it(anyio_backend: str) -> None:
+    """While ``hosted_by(group)`` holds, work starts in ``group`` (on asyncio's fast path,
+    in tasks its keeper there answers for): leaving the group waits for it, and cancelling
+    the group cancels it; afterwards work starts elsewhere again."""
     owner = TaskOwner()
     release = anyio.Event()
     finished: list[str] = []
@@ -73,7 +74,7 @@ async def test_a_lent_task_group_runs_the_work_and_waits_for_it() -> None:
 
 @pytest.mark.anyio
 async def test_a_failing_task_is_logged_and_cancels_nothing_else(
-    caplog: pytest.LogCaptureFixture,
+    anyio_backend: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     owner = TaskOwner()
     done = anyio.Event()

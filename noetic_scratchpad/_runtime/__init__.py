@@ -158,8 +158,10 @@ class TaskOwner:
     __slots__ = (
         "_group",
         "_hosts",
+        "_kept",
         "_lent",
         "_pending",
+        "_released",
         "_residents",
         "_running",
         "_tasks",
@@ -168,6 +170,10 @@ class TaskOwner:
 
     def __init__(self) -> None:
         self._lent: TaskGroup | None = None  # (1): the lender's group
+        # (1) on asyncio's fast path: the tasks started while lent, and the event that
+        # tells the group's keeper of them the lending ended
+        self._kept: set[asyncio.Task[None]] | None = None
+        self._released: Event | None = None
         self._workers: list[Worker] = []
         self._residents: list[Worker] = []  # workers with a task in the lent group
         self._tasks: set[asyncio.Task[None]] = set()  # (2): asyncio holds tasks weakly
@@ -192,6 +198,9 @@ class TaskOwner:
             yield False
             return
         self._lent = group
+        if FAST_PATH and running_asyncio_loop() is not None:
+            self._kept, self._released = set(), implementation().new_event()
+            group.start_soon(self._keep, self._kept, self._released)
         try:
             for worker in self._workers:  # waiting there from now on, not from a first write
                 worker.reside(group)
@@ -205,6 +214,9 @@ class TaskOwner:
         if self._lent is not group:
             return
         self._lent = None
+        released, self._released, self._kept = self._released, None, None
+        if released is not None:
+            released.set()
         residents, self._residents = self._residents, []
         for worker in residents:
             worker.stop()
@@ -213,7 +225,12 @@ class TaskOwner:
         """Run ``fn(*args)`` in a task of this owner's (arguments, not a closure: a write
         batch starts this way)."""
         if self._lent is not None:
-            self._lent.start_soon(_guarded, fn, args)
+            kept = self._kept
+            loop = running_asyncio_loop() if kept is not None else None
+            if kept is not None and loop is not None:
+                _start_task(loop, kept, _guarded, (fn, args))  # its keeper is in the group
+            else:
+                self._lent.start_soon(_guarded, fn, args)
             return True
         if self._group is not None:
             self._running += 1
@@ -227,6 +244,26 @@ class TaskOwner:
             return False
         self._pending.append((fn, args))
         return True
+
+    async def _keep(self, kept: set[asyncio.Task[None]], released: Event) -> None:
+        """On asyncio's fast path, the lent group's task that answers for the owner's tasks
+        started while lent (each an asyncio task: anyio's task start costs more, see
+        docs/benchmarks.md): when the lending ends it waits for them; cancelled with the
+        group, it cancels them and waits for them before it ends. So they are joined and
+        cancelled with the group as its own tasks would be."""
+        import asyncio  # only ever on asyncio
+
+        try:
+            await released.wait()
+            while kept:
+                await asyncio.wait(tuple(kept))
+        except BaseException:
+            for task in kept:
+                task.cancel()
+            with anyio.CancelScope(shield=True):
+                while kept:
+                    await asyncio.wait(tuple(kept))
+            raise
 
     def worker(self, fn: Callable[[], Awaitable[None]]) -> Worker:
         """A :class:`Worker` of this owner's running ``fn()`` each time it is woken."""
