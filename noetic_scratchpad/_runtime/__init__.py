@@ -13,8 +13,11 @@ close its caller may stop waiting for) belongs to the object that starts it, thr
 :class:`TaskOwner`, never to the task that happened to ask for it: cancelling a caller
 only ends its wait. Where the owner's tasks run, first match wins:
 
-1. in the task group the object's own owner lends it (:meth:`TaskOwner.hosted_by`, for an
-   object such as a core that owns storage and bus in an ``async with``);
+1. in the task group the object's own owner lends it (:meth:`TaskOwner.hosted_by`; a
+   core lends its :class:`GroupHost`'s to its bus and its backend from ``open`` to
+   ``aclose``): on asyncio's fast path as asyncio tasks that a keeper task in that group
+   joins and cancels with it (anyio's task start costs more), and a :class:`Worker` as one
+   task there woken per burst;
 2. on asyncio with the fast path on, each in a task of its own that the owner holds;
 3. otherwise in a task group of the owner's, entered by one host task that it starts when
    work arrives and that ends when the work runs out.
@@ -22,7 +25,8 @@ only ends its wait. Where the owner's tasks run, first match wins:
 Why this shape: an anyio task group must be entered and exited by one task, but a backend
 is opened in one task and closed in another (a server's lifespan, a harness's first
 request), and ``emit`` is synchronous. So no caller ever enters a group here: the group of
-(1) is its lender's, entered and exited by it; the group of (3) is entered and exited by
+(1) is its lender's, entered and exited by it (a core's by a host task of its own); the
+group of (3) is entered and exited by
 its host task, and a task group accepts new tasks from any task of its loop while open.
 A host per burst of work, not per object, means nothing outlives the loop it runs on
 (one backend may serve several ``asyncio.run`` calls) and nothing needs closing.
