@@ -134,7 +134,7 @@ async def trace_one_call(storage: str) -> Trace:
     except ImportError:  # pragma: no cover - depends on the installed SDK
         import httpx  # type: ignore[no-redef]
 
-    from noetic_scratchpad import Agent, AgentHarness, scratchpad
+    from noetic_scratchpad import Agent, AgentHarness, open_storage, scratchpad
     from noetic_scratchpad.adapters import OpenAIResponsesModel
 
     answers = _responses("c1", json.dumps({"currentGoal": "Deploy v2"}))
@@ -155,13 +155,17 @@ async def trace_one_call(storage: str) -> Trace:
     threading.setprofile(trace.profile)
     sys.setprofile(trace.profile)
     try:
+        backend = await open_storage(storage)
+        # The watch of other processes' writes polls in a task of its own, beside this
+        # call, not on its path: left out, so its entries cannot be mistaken for hops.
+        backend.announces = False  # type: ignore[attr-defined]
         harness = AgentHarness(
             "hops",
             Agent(model=OpenAIResponsesModel(client, "m")),
             context_layers=[scratchpad()],
-            storage=storage,
+            storage=backend,
         )
-        async with harness:
+        async with backend, harness:
             await harness.run("Plan the deploy.", thread_id="t1")
     finally:
         sys.setprofile(None)
