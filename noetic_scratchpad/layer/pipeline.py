@@ -286,6 +286,8 @@ def _check_seen(
 ) -> None:
     """The model's update (an update to merge, or the rewrite of text notes) checked
     against its view of ``state``; an edit or a revert says what it changes, and is not."""
+    if not state:  # an empty state (a new scope's) hides nothing from any view
+        return
     if not isinstance(update, Rewrite):
         check_seen(state, update, seen)
     elif update.kind == "update" and isinstance(update.applied, dict):

@@ -117,14 +117,12 @@ class ScopeWriter:
         view_budget: int | None = None,
     ) -> None:
         self.pipeline = pipeline
-        self.view_budget = view_budget
-        """The token budget of the model's view, which its writes are checked against
-        (:mod:`.seen`); ``None``: not checked."""
-        self.view_advice = ""
-        """The advice in that view's cut notice (the layer's ``cut_advice``)."""
         self.scope = scope
         self.storage = storage
         self.ctx = ctx
+        self._advice = ""
+        self._limit: ViewLimit | None = None  # the view the model's writes are checked against
+        self.view_budget = view_budget
         self.layer_id = layer_id
         self.scope_key = scope_key
         # The calls applied lately: the backend's, shared by every handle on the scope
@@ -221,12 +219,36 @@ class ScopeWriter:
         )
         return Written(applied, snapshot, True)
 
+    @property
+    def view_budget(self) -> int | None:
+        """The token budget of the model's view, which its writes are checked against
+        (:mod:`.seen`); ``None``: not checked."""
+        return self._limit.budget if self._limit is not None else None
+
+    @view_budget.setter
+    def view_budget(self, budget: int | None) -> None:
+        self._view(budget, self.view_advice)
+
+    @property
+    def view_advice(self) -> str:
+        """The advice in that view's cut notice (the layer's ``cut_advice``)."""
+        return self._advice
+
+    @view_advice.setter
+    def view_advice(self, advice: str) -> None:
+        self._view(self.view_budget, advice)
+
+    def _view(self, budget: int | None, advice: str) -> None:
+        # Made when the view changes (at a recall), not on every write.
+        self._advice = advice
+        self._limit = None
+        if budget is not None:
+            edit_tool = self.pipeline.config.edit_tool
+            self._limit = ViewLimit(budget, self.ctx.tokenize, edit_tool, advice)
+
     def _view_limit(self, source: WriteSource) -> ViewLimit | None:
         """What the model's write (``tool``, ``store``) is checked against; code's: nothing."""
-        if self.view_budget is None or source not in ("tool", "store"):
-            return None
-        edit_tool = self.pipeline.config.edit_tool
-        return ViewLimit(self.view_budget, self.ctx.tokenize, edit_tool, self.view_advice)
+        return self._limit if source in ("tool", "store") else None
 
     async def _expiring(
         self,
