@@ -267,10 +267,18 @@ def _subject_schemas(layers: dict[Scope, ScratchpadLayer]) -> dict[str, Any]:
         "kind": {"type": "string", "enum": list(layers)},
         "id": {"type": "string", "minLength": 1, "maxLength": _ID_CHARS},
     }
+    # An id the server accepted: at most MAX_ID_BYTES of UTF-8, so at most as many
+    # characters (a request's limit, _ID_CHARS, holds for any four-byte characters).
+    accepted_id = {"type": "string", "minLength": 1, "maxLength": MAX_ID_BYTES}
     row = {
         "type": "object",
         "required": ["layer", "kind", "id", "key", "revision"],
-        "properties": {**scope_ref, "key": {"type": "string"}, "revision": _REVISION},
+        "properties": {
+            **scope_ref,
+            "id": accepted_id,
+            "key": {"type": "string"},
+            "revision": _REVISION,
+        },
     }
     rows = {"type": "array", "items": row}
     stored = {

@@ -120,3 +120,24 @@ async def test_the_openapi_document_describes_them() -> None:
     for kind in ("thread", "resource"):
         assert "get" in paths[f"/api/scopes/{kind}/{{scope_id}}/export"]
         assert "delete" in paths[f"/api/scopes/{kind}/{{scope_id}}/erase"]
+
+
+async def test_an_import_report_of_a_long_multibyte_id_matches_its_schema() -> None:
+    """An id the server accepts (at most MAX_ID_BYTES of UTF-8) may have more characters
+    than a request's conservative limit: the report's schema allows every accepted id."""
+    import jsonschema
+
+    from noetic_scratchpad.keys import MAX_ID_BYTES
+
+    scope_id = "é" * (MAX_ID_BYTES // 2)  # two bytes a character: exactly the byte limit
+    pad = create_app("memory://", layers=served())
+    async with api_client(pad) as client:
+        await client.patch(f"/api/scopes/thread/{scope_id}", json={"goal": "x"})
+        document = (await client.get(f"/api/scopes/thread/{scope_id}/export")).json()
+        await client.delete(f"/api/scopes/thread/{scope_id}/erase")
+        loaded = await client.post("/api/scopes", json=document)
+        schema = (await client.get("/openapi.json")).json()
+    assert loaded.status_code == 200, loaded.text
+    assert [row["id"] for row in loaded.json()["imported"]] == [scope_id]
+    report = {**schema["components"]["schemas"]["ImportReport"], "components": schema["components"]}
+    jsonschema.validate(loaded.json(), report)
