@@ -56,7 +56,7 @@ from .layer import (
 from .runtime import Agent, AgentHarness, ModelRequest, RunResult, ScriptedModel, Tool, ToolSpec
 from .storage import ScopedStorage, StorageBackend, open_storage
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = (
     "Agent",
