@@ -216,3 +216,31 @@ async def test_the_listener_comes_back_after_its_connection_is_cut(
 def test_a_notice_is_json_of_identifying_fields_only() -> None:
     text = encode_notice(ChangeNotice("scopes/l/thread/t/state", "o", 3, False, "api", None))
     assert json.loads(text or "") == ["w", "scopes/l/thread/t/state", 3, "o", "api", None]
+
+
+@pytest.mark.asyncio
+async def test_a_core_closed_while_its_listener_connects_leaves_no_connection_open() -> None:
+    """The watch is cancelled at every point of its start (the core closes at once): the
+    listening connection, opened or half opened, is closed each time, not left to the
+    garbage collector (asyncpg's "unclosed connection")."""
+    import gc
+    import warnings
+
+    from noetic_scratchpad.core import ScratchpadCore
+
+    require_postgres()
+    backend = await open_storage(postgres_test_url())
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            for pause in [0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05] * 3:
+                core = ScratchpadCore(storage=backend)
+                await core.open()
+                await anyio.sleep(pause)
+                await core.aclose()
+            gc.collect()
+        leaked = [w for w in caught if "unclosed connection" in str(w.message)]
+        assert leaked == []
+    finally:
+        await backend.drop_table()  # type: ignore[attr-defined]
+        await backend.aclose()

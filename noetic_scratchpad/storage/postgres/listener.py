@@ -129,6 +129,11 @@ async def _connect(
         if conn is not None:
             await _close(conn)
         return None
+    except BaseException:  # cancelled (the core closing) between connect and listen
+        if conn is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                await _close(conn)
+        raise
 
 
 async def _alive(conn: Any) -> bool:
