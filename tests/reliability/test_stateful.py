@@ -456,11 +456,15 @@ class ScratchpadMachine(RuleBasedStateMachine):
             await self._write(write)
 
     async def _settle(self) -> None:
-        """Wait for every other task on the loop: a cancelled write that a batch had
-        already taken runs to its end in the background, and may land."""
+        """Wait for every other task on the loop that has work: a cancelled write that a
+        batch had already taken runs to its end in the background, and may land. An open
+        core's resident tasks (its group's host, a keeper, the watch of other processes'
+        writes, a writer's worker waiting for its next burst) live until it closes."""
         me = asyncio.current_task()
-        while pending := [t for t in asyncio.all_tasks() if t is not me and not t.done()]:
-            await asyncio.wait(pending)
+        while pending := [
+            t for t in asyncio.all_tasks() if t is not me and not t.done() and not _idle(t)
+        ]:
+            await asyncio.wait(pending, timeout=0.05)
 
     def _apply(self, write: Write) -> None:
         self.model[write.scope] = dedupe(
@@ -613,6 +617,28 @@ class ScratchpadMachine(RuleBasedStateMachine):
                 f"{' or '.join(repr(s) for s in expected)}"
             )
             self.model[scope] = matching
+
+
+#: Tasks that live as long as a core is open, whatever they wait for.
+_RESIDENTS = frozenset({"GroupHost._host", "TaskOwner._keep", "RemoteEvents._run"})
+
+
+def _idle(task: asyncio.Task[Any]) -> bool:
+    """Whether ``task`` is one of an open core's resident tasks with no write to finish: a
+    resident, or a writer's worker waiting for its next burst (not running one)."""
+    chain: list[str] = []
+    awaited: Any = task.get_coro()
+    while awaited is not None:
+        code = getattr(awaited, "cr_code", None) or getattr(awaited, "ag_code", None)
+        if code is not None:
+            chain.append(code.co_qualname)
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "ag_await", None)
+    if _RESIDENTS.intersection(chain):
+        return True
+    if "Worker._reside" in chain:
+        after = chain[chain.index("Worker._reside") + 1 :]
+        return bool(after) and after[0].endswith("Event.wait")
+    return False
 
 
 # -- the tests ---------------------------------------------------------------------------------
