@@ -7,6 +7,7 @@ alike and the ratio of medians stays meaningful even when absolute figures drift
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import math
@@ -14,10 +15,10 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from pydantic import BaseModel, ConfigDict
@@ -436,3 +437,178 @@ def backend_available(module: str) -> str | None:
     except ImportError as exc:
         return f"noetic_scratchpad.storage.{module} is not available ({exc})"
     return None
+
+
+# -- many concurrent writers -----------------------------------------------------------------
+
+WRITERS = 100
+
+
+def writer_update(writer: int, j: int) -> dict[str, Any]:
+    return {"turn": j, "acks": {f"{writer}.{j}": j}}
+
+
+async def run_writers(
+    write: Callable[[int, int], Awaitable[None]], per_writer: int
+) -> tuple[float, int]:
+    """Run ``WRITERS`` tasks, each awaiting ``per_writer`` writes; return (seconds, acked)."""
+    acked = 0
+
+    async def writer(w: int) -> None:
+        nonlocal acked
+        for j in range(per_writer):
+            await write(w, j)
+            acked += 1
+
+    begin = time.perf_counter()
+    await asyncio.gather(*(writer(w) for w in range(WRITERS)))
+    return time.perf_counter() - begin, acked
+
+
+def count_lost(states: Sequence[Any], acked: int) -> int:
+    present = sum(len(state.get("acks", {})) for state in states if isinstance(state, dict))
+    return acked - present
+
+
+class Throughput:
+    """Samples updates/s and accumulates lost updates over the samples of one variant."""
+
+    def __init__(self) -> None:
+        self.lost = 0
+        self.acked = 0
+
+    def record(self, seconds: float, acked: int, lost: int) -> float:
+        self.acked += acked
+        self.lost += lost
+        return acked / seconds
+
+
+class RawStore(Protocol):
+    """A raw client's read-modify-write of one JSON document per key: a shared baseline."""
+
+    async def seed(self, key: str, doc: Mapping[str, Any]) -> None: ...
+
+    async def read(self, key: str) -> Any: ...
+
+    async def rmw(self, key: str, update: Mapping[str, Any]) -> None: ...
+
+
+async def concurrent_against_raw(
+    cfg: Config,
+    *,
+    question: int,
+    family: str,
+    titles: Mapping[str, str],
+    ours: Mapping[str, tuple[str, Any]],
+    raw: RawStore,
+    raw_label: str,
+    target: str,
+    references: Mapping[str, tuple[str, RawStore]] | None = None,
+) -> list[Comparison]:
+    """``WRITERS`` writers on one scope (``<family>_concurrent_one_scope``, titled by
+    ``titles``) and on ``WRITERS`` scopes (``..._many_scopes``): the full path on each
+    backend of ``ours`` (short name -> (label, backend); the first is the candidate)
+    against ``raw`` run by the same tasks.
+
+    A sample opens fresh scopes (fresh keys for ``raw``), seeds them with the test
+    document, runs the writers, then counts the acknowledged updates missing from the
+    stored states. The target is ``>= 1.0x`` the raw updates/s with 0 lost and no entry
+    left in the backend's lock registry. ``references`` (short name -> (label, raw store))
+    are further raw variants measured beside them, for the record.
+    """
+    from noetic_scratchpad.keys import state_key
+
+    doc = make_document(5_500)
+    layer = bench_layer()
+    tally = EventTally()
+    per_writer = cfg.scale(3, 2)
+    samples = iter(range(1_000_000))
+    candidate = next(iter(ours.values()))[0]
+    comparisons: list[Comparison] = []
+    for many in (False, True):
+        raws = {"raw": (raw_label, raw), **(references or {})}
+        tallies = {name: Throughput() for name in [*ours, *raws]}
+        leftovers: list[int] = []
+
+        def full_path(
+            name: str,
+            store: Any,
+            many: bool = many,
+            leftovers: list[int] = leftovers,
+            tallies: dict[str, Throughput] = tallies,
+        ) -> Sample:
+            async def sample() -> float:
+                tag = f"c{next(samples)}"
+                scopes = [f"{tag}-{w}" if many else tag for w in range(WRITERS)]
+                seeds = [doc if many or w == 0 else None for w in range(WRITERS)]
+                handles = [
+                    await open_scope(store, layer, scope, tally, seed=seed)
+                    for scope, seed in zip(scopes, seeds, strict=True)
+                ]
+
+                async def write(w: int, j: int) -> None:
+                    await handles[w].update(writer_update(w, j))
+
+                seconds, acked = await run_writers(write, per_writer)
+                finals = await store.get_many(
+                    sorted({state_key("scratchpad", "thread", scope) for scope in scopes})
+                )
+                leftovers.append(batcher_entries(store) or 0)
+                lost = count_lost(list(finals.values()), acked)
+                return tallies[name].record(seconds, acked, lost)
+
+            return sample
+
+        def raw_variant(
+            name: str,
+            store: RawStore,
+            many: bool = many,
+            tallies: dict[str, Throughput] = tallies,
+        ) -> Sample:
+            async def sample() -> float:
+                tag = f"r{next(samples)}"
+                keys = [f"{tag}-{w}" if many else tag for w in range(WRITERS)]
+                for key in set(keys):
+                    await store.seed(key, doc)
+
+                async def write(w: int, j: int) -> None:
+                    await store.rmw(keys[w], writer_update(w, j))
+
+                seconds, acked = await run_writers(write, per_writer)
+                finals = [await store.read(key) for key in set(keys)]
+                return tallies[name].record(seconds, acked, count_lost(finals, acked))
+
+            return sample
+
+        variants: dict[str, Sample] = {
+            label: full_path(name, store) for name, (label, store) in ours.items()
+        }
+        for name, (label, store) in raws.items():
+            variants[label] = raw_variant(name, store)
+        key = f"{family}_concurrent_{'many_scopes' if many else 'one_scope'}"
+        first = next(iter(ours))
+        comparisons.append(
+            Comparison(
+                question=question,
+                key=key,
+                title=titles[key],
+                unit="updates/s",
+                candidate=candidate,
+                baseline=raw_label,
+                results=await interleaved(variants, cfg.reps(9, 3)),
+                higher_is_better=True,
+                target_ratio=1.0,
+                target=target,
+                checks={
+                    "0 lost": tallies[first].lost == 0,
+                    "0 lock registry entries left": not any(leftovers),
+                },
+                extra={
+                    "writers": WRITERS,
+                    "updates_per_writer": per_writer,
+                    "lost": {name: t.lost for name, t in tallies.items()},
+                    "acknowledged": {name: t.acked for name, t in tallies.items()},
+                },
+            )
+        )
+    return comparisons

@@ -31,24 +31,28 @@ from noetic_scratchpad import open_storage, scratchpad
 from noetic_scratchpad.keys import state_key
 
 from ._harness import (
+    WRITERS,
     Comparison,
     Config,
     Counter,
     EventTally,
     Stats,
     TaskNotes,
+    Throughput,
     backend_available,
+    count_lost,
     interleaved,
     make_document,
     micros_per_op,
     one_cpu,
     open_scope,
+    run_writers,
     skipped,
     turn_update,
+    writer_update,
 )
 from ._journal_storage import storage
 from .postgres import server_missing, with_table
-from .sqlite_concurrent import WRITERS, Throughput, count_lost, run_writers, writer_update
 
 Sample = Callable[[], Awaitable[float]]
 

@@ -28,15 +28,18 @@ from ._harness import (
     Config,
     EventTally,
     Stats,
+    Throughput,
     backend_available,
     bare_merge,
     bench_layer,
+    count_lost,
     interleaved,
     make_document,
     open_scope,
+    run_writers,
     skipped,
+    writer_update,
 )
-from .sqlite_concurrent import Throughput, count_lost, run_writers, writer_update
 
 Sample = Callable[[], Awaitable[float]]
 

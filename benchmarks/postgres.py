@@ -23,11 +23,10 @@ from ._harness import (
     Config,
     Counter,
     EventTally,
-    Stats,
     backend_available,
     bare_merge,
-    batcher_entries,
     bench_layer,
+    concurrent_against_raw,
     interleaved,
     make_document,
     micros_per_op,
@@ -35,7 +34,6 @@ from ._harness import (
     skipped,
     turn_update,
 )
-from .sqlite_concurrent import WRITERS, Throughput, count_lost, run_writers, writer_update
 
 TITLES = {
     "postgres_single": "PostgreSQL: one uncontended update, full path vs raw asyncpg RMW",
@@ -170,89 +168,19 @@ async def run(cfg: Config) -> list[Comparison]:
         )
 
         # -- (b) 100 concurrent writers --------------------------------------------------------
-        per_writer = cfg.scale(3, 2)
-        samples = iter(range(1_000_000))
-        for many in (False, True):
-            key = f"postgres_concurrent_{'many_scopes' if many else 'one_scope'}"
-            tallies = {"pg": Throughput(), "raw": Throughput(), "sqlite": Throughput()}
-            leftovers: list[int] = []
-
-            def ours(
-                store: Any,
-                name: str,
-                many: bool = many,
-                leftovers: list[int] = leftovers,
-                tallies: dict[str, Throughput] = tallies,
-            ) -> Callable[[], Awaitable[float]]:
-                async def sample() -> float:
-                    tag = f"c{next(samples)}"
-                    scopes = [f"{tag}-{w}" if many else tag for w in range(WRITERS)]
-                    handles = [
-                        await open_scope(
-                            store, layer, scope, tally, seed=doc if many or w == 0 else None
-                        )
-                        for w, scope in enumerate(scopes)
-                    ]
-
-                    async def write(w: int, j: int) -> None:
-                        await handles[w].update(writer_update(w, j))
-
-                    seconds, acked = await run_writers(write, per_writer)
-                    finals = await store.get_many(
-                        sorted({state_key("scratchpad", "thread", scope) for scope in scopes})
-                    )
-                    leftovers.append(batcher_entries(store) or 0)
-                    lost = count_lost(list(finals.values()), acked)
-                    return tallies[name].record(seconds, acked, lost)
-
-                return sample
-
-            async def raw_sample(
-                many: bool = many, tallies: dict[str, Throughput] = tallies
-            ) -> float:
-                tag = f"r{next(samples)}"
-                keys = [f"{tag}-{w}" if many else tag for w in range(WRITERS)]
-                for k in set(keys):
-                    await raw.seed(k, doc)
-
-                async def write(w: int, j: int) -> None:
-                    await raw.rmw(keys[w], writer_update(w, j))
-
-                seconds, acked = await run_writers(write, per_writer)
-                finals = [await raw.read(k) for k in set(keys)]
-                return tallies["raw"].record(seconds, acked, count_lost(finals, acked))
-
-            variants = {
-                "ours: full path on PostgreSQL": ours(backend, "pg"),
-                "raw asyncpg RMW per op (pool of 10)": raw_sample,
-            }
-            if sqlite is not None:
-                variants["ours: full path on SQLite"] = ours(sqlite, "sqlite")
-            stats: dict[str, Stats] = await interleaved(variants, cfg.reps(9, 3))
-            comparisons.append(
-                Comparison(
-                    question=7,
-                    key=key,
-                    title=TITLES[key],
-                    unit="updates/s",
-                    candidate="ours: full path on PostgreSQL",
-                    baseline="raw asyncpg RMW per op (pool of 10)",
-                    results=stats,
-                    higher_is_better=True,
-                    target_ratio=1.0,
-                    target=">= 1.0x raw per-op asyncpg RMW, 0 lost (by analogy with (3))",
-                    checks={
-                        "0 lost": tallies["pg"].lost == 0,
-                        "0 lock registry entries left": not any(leftovers),
-                    },
-                    extra={
-                        "writers": WRITERS,
-                        "updates_per_writer": per_writer,
-                        "lost": {name: t.lost for name, t in tallies.items()},
-                        "acknowledged": {name: t.acked for name, t in tallies.items()},
-                    },
-                )
-            )
+        ours = {"pg": ("ours: full path on PostgreSQL", backend)}
+        if sqlite is not None:
+            ours["sqlite"] = ("ours: full path on SQLite", sqlite)
+        comparisons += await concurrent_against_raw(
+            cfg,
+            question=7,
+            family="postgres",
+            titles=TITLES,
+            ours=ours,
+            raw=raw,
+            raw_label="raw asyncpg RMW per op (pool of 10)",
+            target=">= 1.0x raw per-op asyncpg RMW, 0 lost (by analogy with (3))",
+        )
     finally:
         await backend.aclose()
         if sqlite is not None:

@@ -4,7 +4,7 @@ Candidate: the full path on ``redis://...`` (a key prefix of its own per run). B
 raw redis-py optimistic read-modify-write of the same document (``WATCH``; ``GET``; merge;
 ``MULTI``; ``SET``; ``EXEC``, retried on a conflict), the least a correct multi-process
 design on Redis does. Skips, with the reason, when redis-py is missing or no server answers.
-(The concurrent figures of issue 27 remain to be written.)
+The concurrent figures are ``redis_concurrent.py``'s.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
 import orjson
 
 from noetic_scratchpad import open_storage
@@ -41,12 +42,21 @@ TITLE = "Redis: one uncontended update, full path vs raw redis-py WATCH/MULTI RM
 class RawRedis:
     """The raw baseline: ``WATCH``/``GET``/``MULTI``/``SET``/``EXEC`` per update."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, prefix: str = "") -> None:
         self.client = client
+        self.prefix = prefix
+
+    async def seed(self, key: str, doc: Mapping[str, Any]) -> None:
+        await self.client.set(self.prefix + key, orjson.dumps(doc))
+
+    async def read(self, key: str) -> Any:
+        text = await self.client.get(self.prefix + key)
+        return None if text is None else orjson.loads(text)
 
     async def rmw(self, key: str, update: Mapping[str, Any]) -> None:
         from redis.exceptions import WatchError
 
+        key = self.prefix + key
         async with self.client.pipeline(transaction=True) as pipe:
             while True:
                 try:
@@ -61,18 +71,40 @@ class RawRedis:
                     continue
 
 
-async def run(cfg: Config) -> list[Comparison]:
-    missing = backend_available("redis")
-    if missing is None:
-        import redis.asyncio
-        import redis.exceptions
+class LockedRawRedis(RawRedis):
+    """:class:`RawRedis` with an ``anyio.Lock`` per key around each update: the writers of
+    one process queue instead of racing each other's ``WATCH`` (a reference, not the
+    baseline: other processes still race it)."""
 
-        client = redis.asyncio.from_url(cfg.redis_url)
-        try:
-            await client.ping()
-        except (OSError, redis.exceptions.RedisError) as exc:
-            missing = f"no Redis server at {cfg.redis_url} ({type(exc).__name__}: {exc})"
-            await client.aclose()
+    def __init__(self, client: Any, prefix: str = "") -> None:
+        super().__init__(client, prefix)
+        self.locks: dict[str, anyio.Lock] = {}
+
+    async def rmw(self, key: str, update: Mapping[str, Any]) -> None:
+        lock = self.locks.setdefault(key, anyio.Lock())
+        async with lock:
+            await super().rmw(key, update)
+
+
+async def connect(url: str) -> tuple[Any, str | None]:
+    """A redis-py client on ``url`` that answered ``PING``, or ``None`` and why not."""
+    missing = backend_available("redis")
+    if missing is not None:
+        return None, missing
+    import redis.asyncio
+    import redis.exceptions
+
+    client = redis.asyncio.from_url(url)
+    try:
+        await client.ping()
+    except (OSError, redis.exceptions.RedisError) as exc:
+        await client.aclose()
+        return None, f"no Redis server at {url} ({type(exc).__name__}: {exc})"
+    return client, None
+
+
+async def run(cfg: Config) -> list[Comparison]:
+    client, missing = await connect(cfg.redis_url)
     if missing:
         return [skipped(7, KEY, TITLE, missing)]
     prefix = f"bench-{uuid.uuid4().hex[:10]}:"

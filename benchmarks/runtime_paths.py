@@ -31,6 +31,7 @@ from noetic_scratchpad import _runtime, open_storage
 
 from ._harness import (
     BIG_BUDGET,
+    WRITERS,
     Counter,
     EventTally,
     Stats,
@@ -38,9 +39,10 @@ from ._harness import (
     interleaved,
     make_document,
     open_scope,
+    run_writers,
     turn_update,
+    writer_update,
 )
-from .sqlite_concurrent import WRITERS, run_writers, writer_update
 
 Sample = Callable[[], Awaitable[float]]
 

@@ -11,68 +11,30 @@ tasks. For reference, the same transaction as one aiosqlite job per operation (1
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from noetic_scratchpad import open_storage
 from noetic_scratchpad.keys import state_key
 
 from ._harness import (
+    WRITERS,
     Comparison,
     Config,
     EventTally,
     Stats,
+    Throughput,
     backend_available,
     batcher_entries,
     bench_layer,
+    count_lost,
     interleaved,
     make_document,
     open_scope,
+    run_writers,
     skipped,
+    writer_update,
 )
 from .sqlite_single import aio_job, aio_open, aio_rmw_1hop, raw_open, raw_read, raw_rmw, raw_seed
-
-WRITERS = 100
-
-
-def writer_update(writer: int, j: int) -> dict[str, Any]:
-    return {"turn": j, "acks": {f"{writer}.{j}": j}}
-
-
-async def run_writers(
-    write: Callable[[int, int], Awaitable[None]], per_writer: int
-) -> tuple[float, int]:
-    """Run ``WRITERS`` tasks, each awaiting ``per_writer`` writes; return (seconds, acked)."""
-    acked = 0
-
-    async def writer(w: int) -> None:
-        nonlocal acked
-        for j in range(per_writer):
-            await write(w, j)
-            acked += 1
-
-    begin = time.perf_counter()
-    await asyncio.gather(*(writer(w) for w in range(WRITERS)))
-    return time.perf_counter() - begin, acked
-
-
-def count_lost(states: Sequence[Any], acked: int) -> int:
-    present = sum(len(state.get("acks", {})) for state in states if isinstance(state, dict))
-    return acked - present
-
-
-class Throughput:
-    """Samples updates/s and accumulates lost updates over the samples of one variant."""
-
-    def __init__(self) -> None:
-        self.lost = 0
-        self.acked = 0
-
-    def record(self, seconds: float, acked: int, lost: int) -> float:
-        self.acked += acked
-        self.lost += lost
-        return acked / seconds
 
 
 async def run(cfg: Config) -> list[Comparison]:

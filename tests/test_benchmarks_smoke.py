@@ -25,6 +25,8 @@ EXPECTED = {
     "postgres_concurrent_one_scope",
     "postgres_concurrent_many_scopes",
     "redis_single",
+    "redis_concurrent_one_scope",
+    "redis_concurrent_many_scopes",
     "http_load",
     "journal_sqlite_single",
     "journal_sqlite_concurrent_one_scope",
@@ -76,7 +78,10 @@ def test_quick_benchmarks_compute_every_comparison(tmp_path: Path) -> None:
     for key in EXPECTED:
         if "postgres" in key:
             allowed_skips[key] = pg_missing
-    allowed_skips["redis_single"] = None if IN_CI else redis_available()
+    redis_missing = None if IN_CI else redis_available()
+    for key in EXPECTED:
+        if key.startswith("redis"):
+            allowed_skips[key] = redis_missing
     for key, comparison in sorted(by_key.items()):
         if comparison["skipped"]:
             reason = allowed_skips.get(key)
