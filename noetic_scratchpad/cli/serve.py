@@ -4,6 +4,11 @@ Binds 127.0.0.1 unless told otherwise; a bind beyond loopback needs a token (or
 ``--insecure``). Storage is opened before the server starts, so a bad URL or a port in
 use is one line on stderr, not a traceback. SIGINT and SIGTERM stop it cleanly: the event
 streams end, storage closes, the exit status is 0.
+
+``--workers N`` runs N worker processes on one listening socket. Each is started fresh
+(``spawn``) and given the options through multiprocessing's pipe, never argv or the
+environment, so a token shows in no process list; each opens the storage itself, and
+hears the others' writes through it (docs/events.md, "Events across processes").
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import math
 import os
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .._extras import install_hint
 from ..layer import ScratchpadLayer
@@ -22,7 +29,11 @@ from ..storage import open_storage
 from .common import PROG, CliError, logger, shown_url, storage_url
 from .schema import schema_layer
 
-__all__ = ("READ_ONLY_TOKEN_ENV", "TOKEN_ENV", "add_serve", "cmd_serve")
+if TYPE_CHECKING:
+    from ..server import ScratchpadApp
+    from ..storage import StorageBackend
+
+__all__ = ("READ_ONLY_TOKEN_ENV", "TOKEN_ENV", "AppOptions", "add_serve", "cmd_serve")
 
 TOKEN_ENV = "NOETIC_SCRATCHPAD_TOKEN"
 READ_ONLY_TOKEN_ENV = "NOETIC_SCRATCHPAD_READ_ONLY_TOKEN"
@@ -81,6 +92,14 @@ def add_serve(
         help="end an inspector session this long after sign-in, however busy (default: 28800)",
     )
     parser.add_argument(
+        "--workers",
+        type=workers,
+        default=1,
+        metavar="N",
+        help="worker processes sharing the port (default: 1). More than one needs storage "
+        "every process can open: SQLite on this machine, PostgreSQL or Redis (docs/deploy.md)",
+    )
+    parser.add_argument(
         "--cors-origin",
         action="append",
         default=[],
@@ -91,8 +110,7 @@ def add_serve(
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from ..server import create_app
-        from ..server.runner import serve
+        from ..server.runner import WorkerExitedError, serve, serve_workers
     except ImportError as exc:
         raise CliError(
             f"serve needs the server extra ({exc.name} is missing): {install_hint('server')}"
@@ -111,43 +129,111 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             f"read and change every scratchpad. Set ${TOKEN_ENV} (or --token), or pass "
             "--insecure if the network is yours alone"
         )
-    layers = schema_layers(args.schema)
+    schema_layers(args.schema)  # a bad --schema is a usage error here, not in a worker
     url = storage_url(args)
+    if args.workers > 1 and url.startswith("memory:"):
+        raise CliError(
+            "--workers needs storage every worker can open: memory:// is one process's own "
+            "(use sqlite:///FILE, postgresql:// or redis://)"
+        )
+    options = AppOptions(
+        url=url,
+        schema=args.schema,
+        token=token,
+        read_only_token=read_only_token,
+        cors_origins=tuple(args.cors_origin),
+        trusted_hosts=(*LOOPBACK_NAMES, args.host) if loopback else None,
+        lifetimes={
+            name: value
+            for name, value in (
+                ("session_idle_timeout", args.session_idle_timeout),
+                ("session_max_age", args.session_max_age),
+            )
+            if value is not None
+        },
+    )
+    level = args.log_level or "warning"
     sock = bind(args.host, args.port)
     try:
         backend = await open_storage(url)
         try:
-            lifetimes = {
-                name: value
-                for name, value in (
-                    ("session_idle_timeout", args.session_idle_timeout),
-                    ("session_max_age", args.session_max_age),
-                )
-                if value is not None
-            }
-            try:
-                app = create_app(
-                    backend,
-                    layers=layers,
-                    token=token,
-                    read_only_token=read_only_token,
-                    cors_origins=args.cors_origin,
-                    trusted_hosts=[*LOOPBACK_NAMES, args.host] if loopback else None,
-                    **lifetimes,
-                )
-            except ValueError as exc:  # a lifetime past what a browser keeps, a token
-                raise CliError(str(exc)) from None  # never shown in the message
-            level = args.log_level or "warning"
+            app = build_app(options, backend)  # checks the options, also for the workers
             # uvicorn's start-up lines and access log show with --log-level info or debug.
             logging.getLogger("uvicorn").setLevel(level.upper())
-            print_banner(url, sock, token is not None, read_only=read_only_token is not None)
-            await serve(app, sock, access_log=level in ("info", "debug"))
+            if args.workers == 1:
+                print_banner(url, sock, token is not None, read_only=read_only_token is not None)
+                await serve(app, sock, access_log=level in ("info", "debug"))
         finally:
             await backend.aclose()
+        if args.workers > 1:
+            print_banner(
+                url,
+                sock,
+                token is not None,
+                read_only=read_only_token is not None,
+                workers=args.workers,
+            )
+            try:
+                await serve_workers(run_worker, (options, sock, level), args.workers)
+            except WorkerExitedError as exc:
+                raise CliError(str(exc)) from None
     finally:
         sock.close()
     print(f"{PROG}: stopped", flush=True)
     return 0
+
+
+@dataclass(frozen=True)
+class AppOptions:
+    """What ``serve`` makes its app from; a worker receives it pickled (tokens included)."""
+
+    url: str
+    schema: str | None = None
+    token: str | None = field(default=None, repr=False)
+    read_only_token: str | None = field(default=None, repr=False)
+    cors_origins: tuple[str, ...] = ()
+    trusted_hosts: tuple[str, ...] | None = None
+    lifetimes: dict[str, Any] = field(default_factory=dict)
+
+
+def build_app(options: AppOptions, storage: StorageBackend | str) -> ScratchpadApp:
+    """The app ``serve`` runs, on an opened backend or (in a worker) on the URL, which
+    the app's lifespan opens and closes."""
+    from ..server import create_app
+
+    try:
+        return create_app(
+            storage,
+            layers=schema_layers(options.schema),
+            token=options.token,
+            read_only_token=options.read_only_token,
+            cors_origins=options.cors_origins,
+            trusted_hosts=options.trusted_hosts,
+            **options.lifetimes,
+        )
+    except ValueError as exc:  # a lifetime past what a browser keeps, a token
+        raise CliError(str(exc)) from None  # never shown in the message
+
+
+def run_worker(options: AppOptions, sock: socket.socket, level: str) -> None:
+    """One worker of ``serve --workers``: runs in a process of its own until SIGTERM."""
+    from ..server.runner import serve_in_worker
+    from .app import configure_logging
+
+    configure_logging(level)
+    logging.getLogger("uvicorn").setLevel(level.upper())
+    serve_in_worker(build_app(options, options.url), sock, access_log=level in ("info", "debug"))
+
+
+def workers(text: str) -> int:
+    """A number of worker processes, 1 to 64 (argparse's type: a usage error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"give a number of workers from 1 to 64, not {text!r}")
+    return value
 
 
 def seconds(text: str) -> float:
@@ -208,7 +294,9 @@ def schema_layers(spec: str | None) -> list[ScratchpadLayer]:
     return [schema_layer(spec, "thread"), schema_layer(spec, "resource")]
 
 
-def print_banner(url: str, sock: socket.socket, token: bool, *, read_only: bool = False) -> None:
+def print_banner(
+    url: str, sock: socket.socket, token: bool, *, read_only: bool = False, workers: int = 1
+) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}/"
@@ -224,7 +312,8 @@ def print_banner(url: str, sock: socket.socket, token: bool, *, read_only: bool 
         f"  inspector  {base}\n"
         f"  API        {base}api/scopes   (OpenAPI: {base}openapi.json)\n"
         f"  auth       {auth}\n"
-        "Press Ctrl+C to stop.",
+        + (f"  workers    {workers} processes\n" if workers > 1 else "")
+        + "Press Ctrl+C to stop.",
         flush=True,
     )
     logger.info("serving on %s", base)

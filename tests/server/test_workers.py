@@ -1,0 +1,122 @@
+"""``noetic-scratchpad serve --workers N`` on every shared backend, run as a user runs it:
+writes through any worker reach a stream on any other within a second, 200 concurrent
+clients lose nothing, and a stop signal ends every worker cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import backend_url
+
+from .helpers import sse
+from .test_serve import Serving, env, serving
+
+pytestmark = pytest.mark.slow
+SHARED = ["sqlite", "postgres", "redis"]
+
+
+async def stop_cleanly(server: Serving, sig: signal.Signals) -> None:
+    seconds, out, err = await server.stop(sig)
+    assert server.process.returncode == 0, err
+    assert "Traceback" not in err, err
+    assert err == "", err
+    assert out.strip().endswith("noetic-scratchpad: stopped"), out
+    assert seconds < 10, f"exit took {seconds:.2f} s"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("kind", SHARED)
+async def test_a_stream_on_one_worker_sees_writes_made_through_the_others(
+    kind: str, tmp_path: Path
+) -> None:
+    url = backend_url(kind, tmp_path)
+    async with serving("--storage", url, "--workers", "3", environ=env()) as server:
+        assert "workers    3 processes" in server.banner
+        async with (
+            httpx.AsyncClient(base_url=server.url, timeout=10) as watcher,
+            sse(watcher, "/api/events") as reader,
+        ):
+            origins: set[str | None] = set()
+            slowest = 0.0
+            for n in range(40):
+                # A new connection each time: the kernel hands it to any worker.
+                async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+                    begin = time.monotonic()
+                    response = await client.patch(f"/api/scopes/thread/w{n}", json={"n": n})
+                    assert response.status_code == 200, response.text
+                await reader.wait_for(
+                    lambda r, n=n: any(e.data.get("scope_key") == f"w{n}" for e in r.events),
+                    1.0,
+                )
+                slowest = max(slowest, time.monotonic() - begin)
+                event = next(e for e in reader.events if e.data.get("scope_key") == f"w{n}")
+                assert event.event == "update_applied"
+                assert event.data["revision"] == 1
+                origins.add(event.data["origin"])
+                if len(origins) >= 2 and n >= 9:
+                    break
+            # The stream's own worker (origin None) and at least one other wrote.
+            assert len(origins) >= 2, origins
+            assert slowest < 1.0
+            await stop_cleanly(server, signal.SIGTERM)
+            await reader.wait_for(lambda r: r.ended_cleanly, 5)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("kind", SHARED)
+async def test_two_hundred_concurrent_clients_over_two_workers_lose_nothing(
+    kind: str, tmp_path: Path
+) -> None:
+    url = backend_url(kind, tmp_path)
+    clients, scopes = 200, 8
+    async with (
+        serving("--storage", url, "--workers", "2", environ=env()) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=30) as watcher,
+        sse(watcher, "/api/events") as reader,
+    ):
+
+        async def write(n: int) -> None:
+            async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+                response = await client.patch(
+                    f"/api/scopes/thread/s{n % scopes}", json={f"c{n}": n}
+                )
+                assert response.status_code == 200, response.text
+
+        await asyncio.gather(*(write(n) for n in range(clients)))
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            for s in range(scopes):
+                body = (await client.get(f"/api/scopes/thread/s{s}")).json()
+                wanted = {f"c{n}": n for n in range(s, clients, scopes)}
+                assert body["state"] == wanted
+                assert body["revision"] == len(wanted)
+        # Every write reached the one stream, from whichever worker made it.
+        await reader.wait_for(
+            lambda r: sum(e.event == "update_applied" for e in r.events) >= clients, 5
+        )
+        applied = [e for e in reader.events if e.event == "update_applied"]
+        assert len(applied) == clients
+        revisions = {(e.data["scope_key"], e.data["revision"]) for e in applied}
+        assert len(revisions) == clients  # none repeated, none missing
+        await stop_cleanly(server, signal.SIGINT)
+        await reader.wait_for(lambda r: r.ended_cleanly, 5)
+
+
+@pytest.mark.asyncio
+async def test_workers_refuse_memory_storage() -> None:
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "noetic_scratchpad", "serve", "--workers", "2"),
+        *("--storage", "memory://"),
+        env=env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode != 0
+    assert "--workers needs storage every worker can open" in err.decode()
