@@ -15,11 +15,26 @@ import pytest
 
 from tests.conftest import backend_url
 
-from .helpers import sse
+from .helpers import AUTH, TOKEN, sse
 from .test_serve import Serving, env, serving
 
 pytestmark = pytest.mark.slow
 SHARED = ["sqlite", "postgres", "redis"]
+
+
+def children(parent: int) -> dict[int, bytes]:
+    """``parent``'s worker processes (spawn also starts a resource tracker): each pid's
+    command line."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and b"resource_tracker" not in cmdline:
+            found[int(stat.parent.name)] = cmdline
+    return found
 
 
 async def stop_cleanly(server: Serving, sig: signal.Signals) -> None:
@@ -37,17 +52,29 @@ async def test_a_stream_on_one_worker_sees_writes_made_through_the_others(
     kind: str, tmp_path: Path
 ) -> None:
     url = backend_url(kind, tmp_path)
-    async with serving("--storage", url, "--workers", "3", environ=env()) as server:
+    async with serving(
+        "--storage", url, "--workers", "3", environ=env(NOETIC_SCRATCHPAD_TOKEN=TOKEN)
+    ) as server:
         assert "workers    3 processes" in server.banner
+        assert "a token is required" in server.banner
+        for _ in range(200):  # started after the banner (the socket queues till then)
+            if len(workers := children(server.process.pid)) == 3:
+                break
+            await asyncio.sleep(0.05)
+        assert len(workers) == 3, workers
+        for cmdline in workers.values():  # the token came through a pipe, not arguments
+            assert TOKEN.encode() not in cmdline
         async with (
-            httpx.AsyncClient(base_url=server.url, timeout=10) as watcher,
+            httpx.AsyncClient(base_url=server.url, timeout=10, headers=AUTH) as watcher,
             sse(watcher, "/api/events") as reader,
         ):
             origins: set[str | None] = set()
             slowest = 0.0
             for n in range(40):
                 # A new connection each time: the kernel hands it to any worker.
-                async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+                async with httpx.AsyncClient(
+                    base_url=server.url, timeout=10, headers=AUTH
+                ) as client:
                     begin = time.monotonic()
                     response = await client.patch(f"/api/scopes/thread/w{n}", json={"n": n})
                     assert response.status_code == 200, response.text
