@@ -111,7 +111,12 @@ class WorkerExitedError(Exception):
     """A worker of :func:`serve_workers` exited while the server ran."""
 
     def __init__(self, pid: int | None, status: int | None) -> None:
-        super().__init__(f"worker {pid} exited with status {status}; stopped the others")
+        how = (
+            f"was killed by {signal.Signals(-status).name}"
+            if status is not None and status < 0
+            else f"exited with status {status}"
+        )
+        super().__init__(f"worker {pid} {how}; stopped the others")
         self.pid = pid
         self.status = status
 

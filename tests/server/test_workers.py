@@ -5,6 +5,7 @@ clients lose nothing, and a stop signal ends every worker cleanly."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import time
@@ -147,3 +148,21 @@ async def test_workers_refuse_memory_storage() -> None:
     _, err = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode != 0
     assert "--workers needs storage every worker can open" in err.decode()
+
+
+@pytest.mark.asyncio
+async def test_a_worker_that_dies_stops_the_others_and_fails(tmp_path: Path) -> None:
+    url = backend_url("sqlite", tmp_path)
+    async with serving("--storage", url, "--workers", "2", environ=env()) as server:
+        for _ in range(200):
+            if len(workers := children(server.process.pid)) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert len(workers) == 2, workers
+        dead, other = sorted(workers)
+        os.kill(dead, signal.SIGKILL)
+        _, err = await asyncio.wait_for(server.process.communicate(), 20)
+    assert server.process.returncode == 1, err
+    assert f"worker {dead} was killed by SIGKILL; stopped the others" in err.decode()
+    assert "Traceback" not in err.decode()
+    assert other not in children(server.process.pid)
