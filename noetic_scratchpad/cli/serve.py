@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -218,11 +219,20 @@ def build_app(options: AppOptions, storage: StorageBackend | str) -> ScratchpadA
 def run_worker(options: AppOptions, sock: socket.socket, level: str) -> None:
     """One worker of ``serve --workers``: runs in a process of its own until SIGTERM."""
     from ..server.runner import serve_in_worker
-    from .app import configure_logging
 
+    worker_logging(options, level)
+    serve_in_worker(build_app(options, options.url), sock, access_log=level in ("info", "debug"))
+
+
+def worker_logging(options: AppOptions, level: str) -> None:
+    """A worker's logging, as ``main`` sets up the command's: records to stderr, which
+    hides the secrets of the storage URL (the worker is a fresh interpreter)."""
+    from .app import configure_logging
+    from .stderr_filter import SecretFilter, invocation_secrets
+
+    sys.stderr = SecretFilter(sys.stderr, invocation_secrets([options.url]))
     configure_logging(level)
     logging.getLogger("uvicorn").setLevel(level.upper())
-    serve_in_worker(build_app(options, options.url), sock, access_log=level in ("info", "debug"))
 
 
 def workers(text: str) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import backend_url
+from tests.conftest import backend_url, run_python
 
 from .helpers import AUTH, TOKEN, sse
 from .test_serve import Serving, env, serving
@@ -166,3 +166,18 @@ async def test_a_worker_that_dies_stops_the_others_and_fails(tmp_path: Path) -> 
     assert f"worker {dead} was killed by SIGKILL; stopped the others" in err.decode()
     assert "Traceback" not in err.decode()
     assert other not in children(server.process.pid)
+
+
+def test_a_workers_stderr_hides_the_storage_urls_secrets(tmp_path: Path) -> None:
+    """A worker is a fresh interpreter: it filters its own stderr, as ``main`` does."""
+    url = "postgresql://app:s3cret-pw@db.internal/agents"
+    script = (
+        "import logging\n"
+        "from noetic_scratchpad.cli.serve import AppOptions, worker_logging\n"
+        f"worker_logging(AppOptions(url={url!r}), 'warning')\n"
+        f"logging.getLogger('asyncpg').warning('cannot reach %s', {url!r})\n"
+    )
+    done = run_python("-c", script, cwd=tmp_path, env=env())
+    assert done.returncode == 0, done.stderr
+    assert "cannot reach postgresql://app:***@db.internal/agents" in done.stderr
+    assert "s3cret-pw" not in done.stderr
