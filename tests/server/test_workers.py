@@ -9,11 +9,14 @@ import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
+import pytest_asyncio
 
+from noetic_scratchpad.storage import open_storage
 from tests.conftest import backend_url, run_python
 
 from .helpers import AUTH, TOKEN, sse
@@ -21,6 +24,19 @@ from .test_serve import Serving, env, serving
 
 pytestmark = pytest.mark.slow
 SHARED = ["sqlite", "postgres", "redis"]
+
+
+@pytest_asyncio.fixture
+async def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A URL of the backend the test is parametrized with; afterwards, its PostgreSQL table
+    dropped or its Redis keys deleted."""
+    url = backend_url(request.param, tmp_path)
+    yield url
+    async with await open_storage(url) as cleanup:
+        if hasattr(cleanup, "drop_table"):
+            await cleanup.drop_table()
+        if hasattr(cleanup, "drop_keys"):
+            await cleanup.drop_keys()
 
 
 def children(parent: int) -> dict[int, bytes]:
@@ -48,11 +64,11 @@ async def stop_cleanly(server: Serving, sig: signal.Signals) -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("kind", SHARED)
+@pytest.mark.parametrize("shared_url", SHARED, indirect=True)
 async def test_a_stream_on_one_worker_sees_writes_made_through_the_others(
-    kind: str, tmp_path: Path
+    shared_url: str,
 ) -> None:
-    url = backend_url(kind, tmp_path)
+    url = shared_url  # left behind by neither PostgreSQL nor Redis
     async with serving(
         "--storage", url, "--workers", "3", environ=env(NOETIC_SCRATCHPAD_TOKEN=TOKEN)
     ) as server:
@@ -98,11 +114,11 @@ async def test_a_stream_on_one_worker_sees_writes_made_through_the_others(
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("kind", SHARED)
+@pytest.mark.parametrize("shared_url", SHARED, indirect=True)
 async def test_two_hundred_concurrent_clients_over_two_workers_lose_nothing(
-    kind: str, tmp_path: Path
+    shared_url: str,
 ) -> None:
-    url = backend_url(kind, tmp_path)
+    url = shared_url  # left behind by neither PostgreSQL nor Redis
     clients, scopes = 200, 8
     async with (
         serving("--storage", url, "--workers", "2", environ=env()) as server,
