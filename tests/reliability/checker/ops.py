@@ -164,6 +164,8 @@ class Workbench:
 
     def _recorder(self, channel: str) -> Callable[[ScratchpadEvent], None]:
         def record(event: ScratchpadEvent) -> None:
+            if event.origin is not None:  # another worker's write, which that worker records
+                return
             entry: Record = {
                 "t": "event",
                 "w": self.worker,
