@@ -116,7 +116,8 @@ async def test_a_journal_table_of_another_shape_is_refused(tables: Tables) -> No
 
 async def test_a_commit_is_begin_lock_write_commit(tables: Tables) -> None:
     """A journaled commit costs the round trips of an unjournaled update: BEGIN, the lock,
-    one write statement (state, journal row and trim together), COMMIT."""
+    one write statement (state, journal row and trim together), COMMIT; then, outside the
+    transaction, the notice to other processes (``SELECT pg_notify``)."""
     async with await open_storage(f"{tables.url}&pool_size=1") as storage:
         assert isinstance(storage, PostgresStorage)
         await storage.commit("k", journaled(0), keep=2)
@@ -126,8 +127,8 @@ async def test_a_commit_is_begin_lock_write_commit(tables: Tables) -> None:
         for n in range(1, 4):
             await storage.commit("k", journaled(n), keep=2)
         await storage.update("k", lambda current: "plain")
-        journaled_commit = ["BEGIN", "WITH", "WITH", "COMMIT;"]
-        update = ["BEGIN", "WITH", "UPDATE", "COMMIT;"]
+        journaled_commit = ["BEGIN", "WITH", "WITH", "COMMIT;", "SELECT"]
+        update = ["BEGIN", "WITH", "UPDATE", "COMMIT;", "SELECT"]
         assert [query.split()[0] for query in queries] == journaled_commit * 3 + update
         assert [row.revision for row in await storage.journal("k", limit=9)] == [4, 3]
 
