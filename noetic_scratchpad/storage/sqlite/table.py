@@ -133,8 +133,9 @@ class TableSql:
 
     def purge_deleted(self, prefix: str) -> list[tuple[str, list[str]]]:
         """The statements that forget the deleted keys under ``prefix``: their retired
-        revisions, any journal rows left without a value and their announcements to
-        other processes (never a live key's)."""
+        revisions and any journal rows left without a value (never a live key's); the
+        last forgets their announcements to other processes, which are no records of
+        the subject's and are not counted."""
         where, params = _prefix_range(prefix)
         where = where or " WHERE 1"
         live = f"key NOT IN (SELECT key FROM {self.table})"

@@ -351,13 +351,14 @@ class SqliteWriter:
         return await run_in_connection_thread(self.connection, self._purge_deleted, prefix)
 
     def _purge_deleted(self, prefix: str) -> int:
-        return self._maintain(
-            "forget deleted keys",
-            lambda conn: sum(
-                conn.execute(sql, params).rowcount
-                for sql, params in self._sql.purge_deleted(prefix)
-            ),
-        )
+        *records, announcements = self._sql.purge_deleted(prefix)
+
+        def purge(conn: sqlite3.Connection) -> int:
+            counted = sum(conn.execute(sql, params).rowcount for sql, params in records)
+            conn.execute(*announcements)
+            return counted
+
+        return self._maintain("forget deleted keys", purge)
 
     async def sweep_expired(self, prefix: str, written_by: float, limit: int) -> int:
         """Delete at most ``limit`` keys under ``prefix`` last written at or before
