@@ -77,24 +77,26 @@ class SubjectRoutes:
         import writes states as they were exported (the layer's load recovers one that
         no longer fits its schema), so it is held to what a PATCH could reach."""
         try:
-            keys = read_document(document)
+            read_document(document)
         except ExportFormatError as exc:
             raise Problem(422, "Not an export", f"{exc}.", kind="invalid-export") from None
-        for key in keys:
-            served = self.ctx.layers.get(key.kind)
-            if served is None or served.id != key.layer:
+        # Every scope, a scope without keys too: the document is refused or taken whole.
+        for scope in document["scopes"]:
+            kind, layer = scope["kind"], scope["layer"]
+            served = self.ctx.layers.get(kind)
+            if served is None or served.id != layer:
                 raise Problem(
                     422,
                     "Not an export",
-                    f"The export holds a {key.kind} scope of the layer {key.layer!r}, which "
-                    "this app does not serve for that kind; import it with the command line.",
+                    f"The export holds a {kind} scope of the layer {layer!r}, which this "
+                    "app does not serve for that kind; import it with the command line.",
                     kind="invalid-export",
                 )
             if served.config.read_only:
                 raise Problem(
                     409,
                     "Read-only",
-                    f"The {key.kind} scratchpads this app serves are read-only.",
+                    f"The {kind} scratchpads this app serves are read-only.",
                     kind="read-only",
                 )
 

@@ -141,3 +141,21 @@ async def test_an_import_report_of_a_long_multibyte_id_matches_its_schema() -> N
     assert [row["id"] for row in loaded.json()["imported"]] == [scope_id]
     report = {**schema["components"]["schemas"]["ImportReport"], "components": schema["components"]}
     jsonschema.validate(loaded.json(), report)
+
+
+async def test_an_import_naming_a_layer_not_served_is_refused_even_without_keys() -> None:
+    """A scope with no keys is checked too: the document is refused or taken whole (the
+    fuzz test's schema-violating layer was accepted when its scope held no keys)."""
+    pad = create_app("memory://", layers=served())
+    document = {
+        "format": "noetic-scratchpad/export",
+        "version": 1,
+        "scopes": [
+            {"layer": "elsewhere", "kind": "thread", "id": "t1", "keys": {}},
+            {"layer": "scratchpad", "kind": "thread", "id": "t2", "keys": {}},
+        ],
+    }
+    async with api_client(pad) as client:
+        refused = await client.post("/api/scopes", json=document)
+    body = assert_problem(refused, 422, "invalid-export")
+    assert "'elsewhere'" in body["detail"]
