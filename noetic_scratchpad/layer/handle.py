@@ -11,6 +11,7 @@ from ..edits import edited_keys
 from ..events import WriteSource
 from ..keys import Scope
 from ..merge import MAX_DEPTH
+from ..render import RenderedView
 from ..storage import ScopedStorage
 from ..storage.base import MAX_JOURNAL_LIMIT, CommitFn, Revision
 from .arguments import applied_text, edited_text
@@ -317,23 +318,29 @@ class ScratchpadHandle:
         current state, as ``recall`` gives it, in at most ``budget`` tokens (default, the
         layer's budget); ``""`` while the scratchpad is empty. Call :meth:`refresh` first
         to see what other executions wrote."""
-        state = self.state
-        if not state:
+        if not self.state:
             return ""
         limit = self._budget if budget is None else budget
         self.viewed(limit)
-        view = view_of(
+        return self.view(limit).text or ""
+
+    def view(self, budget: int | None = None, *, report: bool = True) -> RenderedView:
+        """The view :meth:`block` shows, with what it cut (default budget, the layer's).
+        ``report=False``: a preview (the inspector's), whose cut is no event and which
+        the model's writes are not checked against."""
+        state = self.state
+        return view_of(
             state,
-            limit,
+            self._budget if budget is None else budget,
             self.ctx,
             layer_id=self._layer_id,
             scope_key=self.scope_key,
             scope=self.scope,
             has_floats=self.floats_hint(state),
+            report=report,
             advice=self._advice,
             name=self._name,
         )
-        return view.text or ""
 
     async def refresh(self) -> ScratchpadState:
         """Re-read the stored state (another execution may have written it).

@@ -17,7 +17,6 @@ from starlette.responses import Response
 from ..core import RunScope
 from ..events import EventBus
 from ..layer import ScratchpadHandle
-from ..layer.view import view_of
 from ..render import hidden_text
 from .context import ServerContext
 from .inputs import int_param, json_response
@@ -70,17 +69,7 @@ class ModelViews:
         state = handle.state
         if not state:  # an empty scratchpad adds no block at all
             return json_response({**body, **_nothing(empty=True)})
-        view = view_of(
-            state,
-            budget,
-            handle.ctx,
-            layer_id=target.layer_id,
-            scope=target.kind,
-            scope_key=target.id,
-            report=False,
-            advice=handle.cut_advice,
-            name=layer.config.name,
-        )
+        view = handle.view(budget, report=False)
         cut = None
         if view.truncated:
             notice = view.text.split("\n")[-2] if view.text is not None else None
