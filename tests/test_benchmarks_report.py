@@ -83,3 +83,11 @@ def test_before_without_runs_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "--before needs --runs" in done.stderr
+
+
+def test_instructions_names_its_cases_when_asked_for_another() -> None:
+    """`python -m benchmarks.instructions` (valgrind, minutes: not run here) refuses an
+    unknown case with the list of cases, before starting any child."""
+    done = run_python("-m", "benchmarks.instructions", "--only", "turn_memory,nope", cwd=ROOT)
+    assert done.returncode == 2
+    assert "unknown case nope; the cases are bare, turn_memory" in done.stderr
