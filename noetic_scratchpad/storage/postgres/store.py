@@ -10,7 +10,7 @@ connection of the pool and queueing on the row lock.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -38,6 +38,7 @@ from ..notices import ChangeNotice, process_origin
 from .codec import decode_text, encode
 from .connection import create_pool, pooled_connection
 from .failures import DRIVER_ERRORS, ROLLED_BACK, UNCHANGED, UNCONFIRMED, storage_error
+from .group import GroupCommits, Member, update_rows
 from .journal import decode_journal
 from .listener import listen
 from .options import PostgresSettings, parse_postgres_url
@@ -72,6 +73,7 @@ class PostgresStorage(StorageBackend):
         self._batcher: KeyedBatcher[str, CommitJob, Any] = KeyedBatcher(
             self._run_batch, max_batch=max_batch
         )
+        self._groups = GroupCommits(self._run_alone, self._run_group, limit=settings.max_size)
         self.tasks = self._batcher.tasks
         """Where the writes run: an object owning this backend may lend them its task
         group (``with backend.tasks.hosted_by(group):``)."""
@@ -310,6 +312,17 @@ class PostgresStorage(StorageBackend):
     # -- plumbing -------------------------------------------------------------------
 
     async def _run_batch(self, key: str, jobs: builtins.list[CommitJob]) -> builtins.list[Any]:
+        for job in jobs:
+            if job.after is not None:  # reads the journal under the lock: alone
+                return await self._run_alone(key, jobs)
+        return await self._groups.run(key, jobs)
+
+    async def _run_group(self, members: builtins.list[Member]) -> None:
+        async with self._connection("update", outcome=ROLLED_BACK) as conn:
+            origin = self.origin if self.announces else None
+            await update_rows(conn, self._sql, self.settings, members, origin)
+
+    async def _run_alone(self, key: str, jobs: Sequence[CommitJob]) -> builtins.list[Any]:
         async with self._connection("update", key, outcome=ROLLED_BACK) as conn:
             origin = self.origin if self.announces else None
             return await update_row(conn, self._sql, self.settings, key, jobs, origin)

@@ -52,6 +52,7 @@ class TableSql:
         "journal_rows",
         "keys",
         "lock",
+        "lock_many",
         "notify",
         "purge_deleted",
         "retire",
@@ -63,6 +64,7 @@ class TableSql:
         "trim_journals",
         "write",
         "write_journaled",
+        "write_many",
     )
 
     def __init__(self, table: str, journal: str, retired: str) -> None:
@@ -97,6 +99,28 @@ class TableSql:
             "SELECT $1, n.revision, n.entry FROM unnest($4::bigint[], $5::json[]) "
             "AS n(revision, entry) "
             # A row left at that revision by a writer that knew no journal is replaced.
+            "ON CONFLICT (key, revision) DO UPDATE SET written_at = EXCLUDED.written_at, "
+            "entry = EXCLUDED.entry"
+        )
+        # A group of keys ($1) in one transaction (see .group): the rows no other transaction
+        # holds are locked, the others skipped (they run alone, waiting for their lock), so
+        # that a group never waits for a row lock.
+        self.lock_many = (
+            f"SELECT key, value, revision FROM {t} WHERE key = ANY($1::text[]) "
+            "FOR UPDATE SKIP LOCKED"
+        )
+        # The group's writes in one round trip: each key's state ($1-$3), the trims of the
+        # keys with journal rows ($4, $5) and those rows ($6-$8), as `write_journaled` does
+        # for one key.
+        self.write_many = (
+            f"WITH state AS (UPDATE {t} AS t SET value = u.value, revision = u.revision, "
+            "updated_at = now() FROM unnest($1::text[], $2::json[], $3::bigint[]) "
+            "AS u(key, value, revision) WHERE t.key = u.key), "
+            f"trimmed AS (DELETE FROM {j} AS j USING unnest($4::text[], $5::bigint[]) "
+            "AS f(key, floor) WHERE j.key = f.key AND j.revision <= f.floor) "
+            f"INSERT INTO {j} (key, revision, entry) "
+            "SELECT n.key, n.revision, n.entry FROM unnest($6::text[], $7::bigint[], $8::json[]) "
+            "AS n(key, revision, entry) "
             "ON CONFLICT (key, revision) DO UPDATE SET written_at = EXCLUDED.written_at, "
             "entry = EXCLUDED.entry"
         )

@@ -1,0 +1,254 @@
+"""Group commit: the writes of many keys queued at once share one transaction.
+
+Each key's writes are already combined per key (:mod:`.writer`, through the store's
+``KeyedBatcher``); this module combines the batches of different keys. At most ``limit``
+transactions of writes run at a time (the pool's size): a batch that arrives while they all
+run waits, and the next transaction to start takes every batch waiting by then. A
+transaction of one key is :func:`.writer.update_row`, the round trips of one write; one of
+many keys (:func:`update_rows`) costs the same five round trips for all of them: BEGIN, one
+statement locking every row, one statement writing every row with its journal rows and
+trim, COMMIT, then one notice statement. Under load the round trips, the commits (each a
+flush of the server's log) and this process's work per statement are shared by the keys.
+
+Each key keeps its own rules: its row is locked from the read to the commit, its revision
+goes up by one per write, its journal rows and trim are written with its state, and its
+writes are announced after the commit. The rows are locked with ``SKIP LOCKED``: a row
+another transaction holds, or a key without a row, is left out of the group, and its batch
+runs alone (:func:`.writer.update_row`), waiting for the lock or creating the row as
+before; so a group never waits for a row lock, and keys never wait for each other's locks.
+A statement of the group that fails (a row that cannot be read, a value the server
+refuses) rolls the group back and runs each batch alone, so that the failure is its own
+key's (its ``fn`` runs again, on the state read then, as a retry would). A connection lost
+during the group's COMMIT fails every key of it with
+:class:`~noetic_scratchpad.errors.StorageOutcomeUnknownError`, as it would one key.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped, unused-ignore]
+
+from ..._runtime import Event, new_event
+from ...errors import StorageOutcomeUnknownError
+from ...locks import WorkAbandoned
+from ..base import Revision
+from ..notices import ChangeNotice
+from .failures import CONNECTION_LOST, UNCONFIRMED, action_text, storage_error
+from .options import PostgresSettings
+from .table import TableSql
+from .writer import CommitJob, _apply, _Outcome, announce
+
+__all__ = ("GroupCommits", "update_rows")
+
+#: The most keys one transaction writes.
+MAX_GROUP = 256
+
+
+@dataclass(eq=False, slots=True)
+class Member:
+    """One key's batch in a group; ``alone``: it is to run in a transaction of its own."""
+
+    key: str
+    jobs: Sequence[CommitJob]
+    woken: Event | None = None  # made when it waits
+    lead: bool = False  # woken to start the next transaction
+    finished: bool = False
+    outcome: Any = None  # the jobs' outcomes, or the exception that fails them all
+    alone: bool = False
+
+    def finish(self, outcome: Any = None, *, alone: bool = False) -> None:
+        self.outcome, self.alone, self.finished = outcome, alone, True
+
+
+RunOne = Callable[[str, Sequence[CommitJob]], Awaitable[list[Any]]]
+RunMany = Callable[[list[Member]], Awaitable[None]]
+
+
+class GroupCommits:
+    """Runs each key's batch in a transaction of its own when the writers keep up, and the
+    batches queued while ``limit`` transactions run in one transaction together."""
+
+    def __init__(self, run_one: RunOne, run_many: RunMany, *, limit: int) -> None:
+        self._run_one = run_one
+        self._run_many = run_many
+        self.limit = max(1, limit)
+        self._running = 0
+        self._waiting: deque[Member] = deque()
+
+    async def run(self, key: str, jobs: Sequence[CommitJob]) -> list[Any]:
+        """The outcomes of ``jobs`` on ``key``, once committed (or the exception failing
+        them all, raised)."""
+        member = Member(key, jobs)
+        if self._running < self.limit:
+            self._running += 1
+        else:
+            member.woken = new_event()
+            self._waiting.append(member)
+            try:
+                await member.woken.wait()
+            except BaseException:
+                if not member.finished:
+                    with suppress(ValueError):
+                        self._waiting.remove(member)
+                    if member.lead:  # the transaction it was to start starts elsewhere
+                        self._running -= 1
+                        self._wake_next()
+                raise
+            if member.finished:
+                return await self._result(member)
+        await self._lead(member)
+        return await self._result(member)
+
+    async def _lead(self, member: Member) -> None:
+        """Run ``member`` with the batches waiting now, in one transaction."""
+        group = [member]
+        try:
+            while self._waiting and len(group) < MAX_GROUP:
+                group.append(self._waiting.popleft())
+            if len(group) == 1:
+                member.finish(await self._run_one(member.key, member.jobs))
+            else:
+                await self._run_many(group)
+        except Exception as exc:
+            for one in group:
+                if not one.finished:
+                    one.finish(exc)
+        finally:
+            for one in group:
+                if not one.finished:  # cancelled: the loop is closing
+                    one.finish(_abandoned())
+                if one.woken is not None:
+                    one.woken.set()
+            self._running -= 1
+            self._wake_next()
+
+    def _wake_next(self) -> None:
+        if self._waiting and self._running < self.limit:
+            first = self._waiting.popleft()
+            first.lead = True
+            self._running += 1
+            assert first.woken is not None
+            first.woken.set()
+
+    async def _result(self, member: Member) -> list[Any]:
+        if member.alone:
+            return await self._run_one(member.key, member.jobs)
+        if isinstance(member.outcome, BaseException):
+            raise member.outcome
+        outcomes: list[Any] = member.outcome
+        return outcomes
+
+
+def _abandoned() -> WorkAbandoned:
+    return WorkAbandoned("the write was abandoned: its event loop is shutting down")
+
+
+async def update_rows(
+    conn: asyncpg.Connection,
+    sql: TableSql,
+    settings: PostgresSettings,
+    members: list[Member],
+    origin: str | None = None,
+) -> None:
+    """Run the batches of ``members`` (distinct keys, no ``commit_with_journal``) in one
+    transaction on ``conn``; finish each member with its outcomes, or as to run alone."""
+    transaction = conn.transaction(isolation="read_committed")
+    await transaction.start()
+    written: list[tuple[Member, _Outcome]] = []
+    try:
+        try:
+            rows = await conn.fetch(sql.lock_many, [member.key for member in members])
+        except CONNECTION_LOST:
+            raise
+        except Exception:  # e.g. a row that cannot be read: each on its own
+            await _rollback_quietly(transaction)
+            for member in members:
+                member.finish(alone=True)
+            return
+        locked = {row["key"]: row for row in rows}
+        for member in members:
+            row = locked.get(member.key)
+            if row is None:  # held by another transaction, or no row yet
+                member.finish(alone=True)
+                continue
+            revision = row["revision"]
+            done = _apply(member.jobs, Revision(row["value"], revision), revision, [])
+            if done.data is None:  # every write failed
+                member.finish(done.outcomes)
+            else:
+                written.append((member, done))
+        if not written:
+            await _rollback_quietly(transaction)
+            return
+        try:
+            await conn.execute(sql.write_many, *_write_arguments(written))
+        except CONNECTION_LOST:
+            raise
+        except Exception:  # a value the server refuses: each on its own
+            await _rollback_quietly(transaction)
+            for member, _ in written:
+                member.finish(alone=True)
+            return
+    except BaseException:
+        await _rollback_quietly(transaction)
+        raise
+    try:
+        await transaction.commit()
+    except CONNECTION_LOST as exc:
+        for member, _ in written:
+            what = action_text("commit of an update", member.key)
+            error = storage_error(settings, what, exc, UNCONFIRMED, StorageOutcomeUnknownError)
+            error.__cause__ = exc
+            member.finish(error)
+        raise
+    except asyncpg.PostgresError:  # refused at commit (a deferred check): each on its own
+        for member, _ in written:
+            member.finish(alone=True)
+        return
+    for member, done in written:
+        member.finish(done.outcomes)
+    if origin is not None:
+        notices = []
+        for member, done in written:
+            for revision, about in done.made:
+                source, call_id = about if about is not None else (None, None)
+                notices.append(ChangeNotice(member.key, origin, revision, False, source, call_id))
+        await announce(conn, sql, settings, notices)
+
+
+def _write_arguments(written: list[tuple[Member, _Outcome]]) -> tuple[list[Any], ...]:
+    """The arguments of :attr:`TableSql.write_many`: each key's state, the trims of the
+    keys with journal rows, and those rows (less those the trim would delete at once)."""
+    keys: list[str] = []
+    values: list[bytes | None] = []
+    revisions: list[int] = []
+    trim_keys: list[str] = []
+    floors: list[int] = []
+    entry_keys: list[str] = []
+    entry_revisions: list[int] = []
+    entries: list[bytes] = []
+    for member, done in written:
+        keys.append(member.key)
+        values.append(done.data)
+        revisions.append(done.revision)
+        if done.journal:
+            trim_keys.append(member.key)
+            floors.append(done.floor)
+            for revision, entry in done.journal:
+                if revision > done.floor:
+                    entry_keys.append(member.key)
+                    entry_revisions.append(revision)
+                    entries.append(entry)
+    return keys, values, revisions, trim_keys, floors, entry_keys, entry_revisions, entries
+
+
+async def _rollback_quietly(transaction: Any) -> None:
+    # On a lost connection the server rolls the transaction back by itself.
+    with suppress(Exception):
+        await transaction.rollback()
+
