@@ -51,9 +51,7 @@ async def test_writes_of_many_keys_share_transactions_and_keep_each_keys_journal
             conn.add_query_logger(lambda record: queries.append(record.query))
         results = await _writes(storage, keys, rounds=3, keep=2)
         for key in keys:
-            assert results[key] == [
-                Revision({"n": n, "was": n + 1}, n + 2) for n in range(3)
-            ]
+            assert results[key] == [Revision({"n": n, "was": n + 1}, n + 2) for n in range(3)]
             assert await storage.get_revision(key) == Revision({"n": 2, "was": 3}, 4)
             journal = await storage.journal(key, limit=9)
             assert [(row.revision, row.entry) for row in journal] == [

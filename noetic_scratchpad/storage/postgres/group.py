@@ -251,4 +251,3 @@ async def _rollback_quietly(transaction: Any) -> None:
     # On a lost connection the server rolls the transaction back by itself.
     with suppress(Exception):
         await transaction.rollback()
-
