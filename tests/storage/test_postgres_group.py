@@ -137,3 +137,31 @@ async def test_a_row_that_cannot_be_read_fails_only_its_key(tables: Tables) -> N
         assert await storage.get_many([k for k in keys if k != "k2"]) == {
             key: 2 for key in keys if key != "k2"
         }
+
+
+async def test_writes_waiting_for_row_locks_held_elsewhere_never_hold_up_other_keys(
+    tables: Tables,
+) -> None:
+    """More keys held by another connection than transactions run at a time: the writes
+    of the held keys wait for their locks, the write of a free key still commits."""
+    async with await open_storage(tables.url) as storage:
+        held = [f"held{i}" for i in range(4)]
+        for key in [*held, "free"]:
+            await storage.set(key, 0)
+        other = await tables.connect()
+        try:
+            transaction = other.transaction()
+            await transaction.start()
+            await other.execute(
+                f"SELECT 1 FROM {tables.table} WHERE key = ANY($1::text[]) FOR UPDATE", held
+            )
+            waiting = []
+            for key in held:
+                waiting.append(asyncio.create_task(storage.update(key, lambda v: v + 1)))
+                await asyncio.sleep(0.05)
+            assert await asyncio.wait_for(storage.update("free", lambda v: v + 1), 5) == 1
+            assert not any(task.done() for task in waiting)
+            await transaction.commit()
+            assert await asyncio.wait_for(asyncio.gather(*waiting), 5) == [1, 1, 1, 1]
+        finally:
+            await other.close()
