@@ -4,9 +4,9 @@ Each key's writes are already combined per key (:mod:`.writer`, through the stor
 ``KeyedBatcher``); this module combines the batches of different keys. At most ``limit``
 transactions of writes run at a time (:data:`CONCURRENT`, or the pool's size if smaller): a
 batch that arrives while they all run waits, and the next transaction to start takes every
-batch waiting by then. A transaction still running after :data:`HOLD_SECONDS` (one waiting
-for a row lock that another process holds) lets the next one start, so that no key waits
-long for another key's lock. (100 writers on 100 scopes: with 2 transactions at a time this
+batch waiting by then. Batches that have waited :data:`HOLD_SECONDS` start a transaction
+anyway (those running may wait for row locks that another process holds), so that no key
+waits long for another key's lock. (100 writers on 100 scopes: with 2 transactions at a time this
 process spends 174-215 us of CPU per update, with 10 at a time 237-281, with 1 170-178 but
 the server's round trips no longer overlap its work.) A
 transaction of one key is :func:`.writer.update_row`, the round trips of one write; one of
@@ -57,7 +57,7 @@ MAX_GROUP = 256
 #: How many transactions of writes run at a time, at most (but see HOLD_SECONDS).
 CONCURRENT = 2
 
-#: How long a transaction may run before the next one starts anyway.
+#: How long batches wait before a transaction starts for them anyway.
 HOLD_SECONDS = 0.02
 
 
@@ -67,7 +67,7 @@ class Member:
 
     key: str
     jobs: Sequence[CommitJob]
-    woken: Event | None = None  # made when it waits
+    woken: Event
     lead: bool = False  # woken to start the next transaction
     finished: bool = False
     outcome: Any = None  # the jobs' outcomes, or the exception that fails them all
@@ -91,51 +91,44 @@ class GroupCommits:
         self.limit = max(1, limit)
         self._running = 0
         self._waiting: deque[Member] = deque()
+        self._overdue: asyncio.TimerHandle | None = None
 
     async def run(self, key: str, jobs: Sequence[CommitJob]) -> list[Any]:
         """The outcomes of ``jobs`` on ``key``, once committed (or the exception failing
         them all, raised)."""
-        member = Member(key, jobs)
-        if self._running < self.limit:
+        if self._running < self.limit:  # nothing waits: a transaction of its own, now
             self._running += 1
-        else:
-            member.woken = new_event()
-            self._waiting.append(member)
             try:
-                await member.woken.wait()
-            except BaseException:
-                if not member.finished:
-                    with suppress(ValueError):
-                        self._waiting.remove(member)
-                    if member.lead:  # the transaction it was to start starts elsewhere
-                        self._running -= 1
-                        self._wake_next()
-                raise
-            if member.finished:
-                return await self._result(member)
-        await self._lead(member)
+                return await self._run_one(key, jobs)
+            finally:
+                self._running -= 1
+                self._wake_next()
+        member = Member(key, jobs, new_event())
+        self._waiting.append(member)
+        if self._overdue is None:
+            self._overdue = asyncio.get_running_loop().call_later(HOLD_SECONDS, self._start_late)
+        try:
+            await member.woken.wait()
+        except BaseException:
+            if not member.finished:
+                with suppress(ValueError):
+                    self._waiting.remove(member)
+                if member.lead:  # the transaction it was to start starts elsewhere
+                    self._running -= 1
+                    self._wake_next()
+                self._disarm()
+            raise
+        if not member.finished:
+            await self._lead(member)
         return await self._result(member)
 
     async def _lead(self, member: Member) -> None:
-        """Run ``member`` with the batches waiting now, in one transaction.
-
-        A transaction that runs past :data:`HOLD_SECONDS` (waiting for a row lock another
-        process holds, say) gives its turn to the next one then, so that the keys of this
-        process never wait long for each other."""
+        """Run ``member`` with the batches waiting now, in one transaction."""
         group = [member]
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                self._running -= 1
-                self._wake_next()
-
-        timer = asyncio.get_running_loop().call_later(HOLD_SECONDS, release)
         try:
             while self._waiting and len(group) < MAX_GROUP:
                 group.append(self._waiting.popleft())
+            self._disarm()
             if len(group) == 1:
                 member.finish(await self._run_one(member.key, member.jobs))
             else:
@@ -148,18 +141,35 @@ class GroupCommits:
             for one in group:
                 if not one.finished:  # cancelled: the loop is closing
                     one.finish(_abandoned())
-                if one.woken is not None:
+                if one is not member:
                     one.woken.set()
-            timer.cancel()
-            release()
+            self._running -= 1
+            self._wake_next()
+
+    def _start(self, first: Member) -> None:
+        first.lead = True
+        self._running += 1
+        first.woken.set()
 
     def _wake_next(self) -> None:
         if self._waiting and self._running < self.limit:
-            first = self._waiting.popleft()
-            first.lead = True
-            self._running += 1
-            assert first.woken is not None
-            first.woken.set()
+            self._start(self._waiting.popleft())
+
+    def _start_late(self) -> None:
+        """The batches have waited :data:`HOLD_SECONDS`: the transactions running (waiting
+        for row locks another process holds, say) are not to hold them up any longer."""
+        self._overdue = None
+        if self._waiting:
+            self._start(self._waiting.popleft())
+            self._disarm()
+
+    def _disarm(self) -> None:
+        """No batch waits: no late start is due. (Else one is, from now.)"""
+        if self._overdue is not None:
+            self._overdue.cancel()
+            self._overdue = None
+        if self._waiting:
+            self._overdue = asyncio.get_running_loop().call_later(HOLD_SECONDS, self._start_late)
 
     async def _result(self, member: Member) -> list[Any]:
         if member.alone:
