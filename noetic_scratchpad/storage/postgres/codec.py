@@ -36,6 +36,7 @@ __all__ = (
 # A JSON string escape of U+0000 (after an even number of backslashes): jsonb refuses it.
 _NUL_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
 _SENTINEL = "\U0010ffff".encode()  # a noncharacter: never meant to appear in real text
+_SENTINEL_LEAD = _SENTINEL[:1]
 _SENTINEL_TOKEN = re.compile(re.escape(_SENTINEL) + b"(" + re.escape(_SENTINEL) + b"|0)")
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_DIGITS = b"0" * 19  # an integer this long may not fit in 64 bits
@@ -81,7 +82,8 @@ def decode_jsonb(data: bytes) -> Any:
 def decode_text(text: bytes) -> Any:
     """The value of a column's JSON text (as ``value::text`` gives it, encoded as UTF-8);
     ``ValueError`` when it is not JSON."""
-    if _SENTINEL in text:
+    # Its first byte first: a search for one byte is a twentieth of one for four.
+    if _SENTINEL_LEAD in text and _SENTINEL in text:
         text = _SENTINEL_TOKEN.sub(_unescape_token, text)
     if _LONG_DIGITS in text.translate(_DIGITS_TO_ZERO):
         # orjson reads integers past 64 bits as floats; the standard library keeps them.
@@ -99,7 +101,7 @@ def encode(value: Any) -> bytes:
 
 def escape(data: bytes) -> bytes:
     """Compact JSON ``data`` with U+0000 and U+10FFFF escaped as :func:`encode` says."""
-    if _SENTINEL in data:
+    if _SENTINEL_LEAD in data and _SENTINEL in data:
         data = data.replace(_SENTINEL, _SENTINEL + _SENTINEL)
     if b"\\u0000" in data:
         data = _NUL_ESCAPE.sub(_escape_nul, data)
