@@ -31,9 +31,11 @@ costs one thread hop however many statements it needs.
   our last transaction, and then drops it all before reading anything.
 - Writes are isolated per key: an update function that raises fails only its own job, and
   a row that SQLite refuses (a trigger, a constraint; journal rows included) fails only
-  the jobs of that key; their neighbours in the batch still commit. When some key takes
-  more than one statement, the rows are written under a savepoint, rolled back to undo a
-  refused key's earlier statements before the other keys are written again. Only a
+  the jobs of that key; their neighbours in the batch still commit. SQLite undoes a
+  refused statement itself; when a key of several statements is refused after some of
+  them, the transaction is rolled back and run again with its rows under a savepoint,
+  rolled back to undo that key's earlier statements before the other keys are written
+  again (a savepoint on every batch would cost more than the rows). Only a
   failure of the transaction itself (BEGIN, COMMIT, a lost connection) fails the whole
   batch, after a rollback.
 """
@@ -431,7 +433,23 @@ class SqliteWriter:
         A job whose ``fn`` raises (or returns what JSON cannot hold) gets that exception and
         writes nothing; its neighbours still commit. A database error fails the whole
         batch with a StorageError, after a rollback, so no job is half-applied.
+
+        The rows are written without a savepoint first: a savepoint makes SQLite copy
+        every page the batch then changes into its sub-journal (and spill it to a
+        temporary file past 64 KiB), which measured 2-4x the cost of the statements with
+        the journal on. Should SQLite refuse a statement of a key that has others, after
+        them, nothing could undo those alone: the transaction is then rolled back and run
+        again under a savepoint, its functions run anew (they may be retried).
         """
+        outcomes = self._transaction(jobs, guarded=False)
+        if outcomes is None:  # a key's row refused after its other rows: again, guarded
+            outcomes = self._transaction(jobs, guarded=True)
+            assert outcomes is not None
+        return outcomes
+
+    def _transaction(self, jobs: Sequence[Job], *, guarded: bool) -> list[Any] | None:
+        """One attempt at :meth:`transaction`; ``None`` when unguarded and a key's
+        statement was refused after another of that key (rolled back: nothing written)."""
         conn = self.conn
         try:
             self._begin(conn)
@@ -439,7 +457,10 @@ class SqliteWriter:
             return [self._failure(exc, "start a write transaction")] * len(jobs)
         try:
             self._forget_if_stale(conn)
-            batch = self._apply(conn, jobs)
+            batch = self._apply(conn, jobs, guarded)
+            if batch is None:
+                conn.execute("ROLLBACK")
+                return None
             # The last moment before the commit: a file removed or replaced since it was
             # opened would take the batch where no one sees it (see .file).
             self.file.check("written")
@@ -475,8 +496,9 @@ class SqliteWriter:
             self._recent.clear()
             self._data_version = version
 
-    def _apply(self, conn: sqlite3.Connection, jobs: Sequence[Job]) -> Batch:
-        """Apply ``jobs`` in order inside the open transaction, then write each key's rows."""
+    def _apply(self, conn: sqlite3.Connection, jobs: Sequence[Job], guarded: bool) -> Batch | None:
+        """Apply ``jobs`` in order inside the open transaction, then write each key's rows
+        (``None``: refused unguarded, see :meth:`_write_rows`)."""
         batch = Batch()
         keys, outcomes = batch.keys, batch.outcomes
         for job in jobs:
@@ -492,8 +514,7 @@ class SqliteWriter:
             else:
                 state.delete()
             outcomes.append(None)
-        self._write_rows(conn, jobs, batch)
-        return batch
+        return batch if self._write_rows(conn, jobs, batch, guarded) else None
 
     def _apply_commit(self, conn: sqlite3.Connection, job: CommitJob, batch: Batch) -> Any:
         """Run one update or commit on the key's current row: its outcome, or the exception
@@ -569,25 +590,36 @@ class SqliteWriter:
         value = decode_row(self.options.path, key, found[0]) if decode else None
         return value, found[1], True
 
-    def _write_rows(self, conn: sqlite3.Connection, jobs: Sequence[Job], batch: Batch) -> None:
+    def _write_rows(
+        self, conn: sqlite3.Connection, jobs: Sequence[Job], batch: Batch, guarded: bool
+    ) -> bool:
         """Write each changed key's rows. A statement SQLite refuses for that key alone (a
         trigger, a constraint) leaves the transaction open: then only the jobs of that key
-        fail, and nothing is written for it. Anything else fails the batch."""
+        fail, and nothing is written for it. Anything else fails the batch.
+
+        SQLite undoes a refused statement by itself, so a key of one statement needs no
+        more. A key of several may be refused after some of them: ``guarded``, a
+        savepoint undoes them (and every key written so far, written again after); else
+        this returns ``False``, having written what it must not keep, for the caller to
+        roll the transaction back and run it again guarded."""
         now = time.time()
         keys = [key for key, state in batch.keys.items() if state.changed]
-        # A key of several statements may fail after some of them: a savepoint undoes them.
-        guarded = any(batch.keys[key].clear or batch.keys[key].journal for key in keys)
+        if guarded:  # only where a key of several statements needs it
+            guarded = any(batch.keys[key].clear or batch.keys[key].journal for key in keys)
         if guarded:
             conn.execute("SAVEPOINT key_rows")
         index = 0
         while index < len(keys):
             key = keys[index]
+            state = batch.keys[key]
             try:
-                self._write_key(conn, key, batch.keys[key], now)
+                self._write_key(conn, key, state, now)
                 index += 1
             except sqlite3.Error as exc:
                 if not conn.in_transaction:
                     raise
+                if not guarded and (state.clear or state.journal):
+                    return False
                 batch.fail_key(key, jobs, self._database_error(exc, f"write the key {key!r}"))
                 del keys[index]
                 if guarded:  # undo every key written so far, and write the others again
@@ -595,6 +627,7 @@ class SqliteWriter:
                     index = 0
         if guarded:
             conn.execute("RELEASE key_rows")
+        return True
 
     def _write_key(self, conn: sqlite3.Connection, key: str, state: KeyState, now: float) -> None:
         sql = self._sql
