@@ -1,14 +1,17 @@
 """Other processes' changes of an SQLite file: a table of changes and a watcher polling it.
 
 SQLite has no notifications, so each write is also a row of ``{table}_changes (id, key,
-revision, deleted, origin, source, call_id)``, written in the write's own transaction by
-*temporary* triggers that each process's writer connection installs (:func:`install`) on
-the key-value table (a write, a delete) and on the journal (a journaled write, whose
-entry names its source and call id). Temporary, so that they carry the process's origin
-as a literal, and a program that opens the file without them (an older version, the
-``sqlite3`` shell) writes as it always did, its changes unannounced. The writer's code is
-untouched: the triggers run inside its statements. The table keeps its newest
-:data:`KEEP` rows.
+revision, deleted, origin, source, call_id)``, written in the write's own transaction:
+by the writer, after a batch's rows, one per journal row it wrote (with the write's
+source and call id) and one for a key's row whose revision has no journal row, then the
+table trimmed once (:meth:`~.writer.SqliteWriter._announce`); and for a delete, by a
+*temporary* trigger that each process's writer connection installs (:func:`install`)
+on the key-value table. Temporary, so that it carries the process's origin as a
+literal, and a program that opens the file without it (an older version, the ``sqlite3``
+shell) writes as it always did, its changes unannounced. (Triggers announced the writes
+too until they measured 64k instructions an update, an eighth of it, and several times
+that with a savepoint open.) The table keeps its newest :data:`KEEP` rows, or a few
+more until the next write.
 
 The watcher (:func:`watch`) reads the rows past the last one it saw every ``interval``
 seconds, on a connection opened for that read alone (see :func:`_read`): an idle file
@@ -30,7 +33,7 @@ import anyio
 import anyio.to_thread
 
 from ..notices import ChangeNotice
-from .table import changes_table, journal_table
+from .table import changes_table
 
 __all__ = ("DEFAULT_INTERVAL", "KEEP", "changes_table", "install", "watch")
 
@@ -38,17 +41,17 @@ logger = logging.getLogger("noetic_scratchpad.storage.sqlite")
 
 #: Seconds between two looks at the file for changes of other processes.
 DEFAULT_INTERVAL = 0.1
-#: Rows the table of changes keeps (a journaled write makes two): a watcher that falls
-#: further behind between two polls misses some (logged). Small, so that the file stays
-#: the size it was: 500 journaled writes of other processes in one ``interval``, 5,000 a
-#: second at the default, before any is missed.
+#: Rows the table of changes keeps (a write makes one): a watcher that falls further
+#: behind between two polls misses some (logged). Small, so that the file stays the size
+#: it was: 1,000 writes of other processes in one ``interval``, 10,000 a second at the
+#: default, before any is missed.
 KEEP = 1_000
 
 
 def install(conn: sqlite3.Connection, table: str, origin: str) -> None:
-    """Create the table of changes if it is missing, and the triggers of this connection
-    that fill it (in the connection's thread)."""
-    c, j = changes_table(table), journal_table(table)
+    """Create the table of changes if it is missing, and the trigger of this connection
+    that records its deletes there (in the connection's thread)."""
+    c = changes_table(table)
     quoted = "'" + origin.replace("'", "''") + "'"
     trim = f"DELETE FROM {c} WHERE id <= last_insert_rowid() - {KEEP};"
     row = f"INSERT INTO {c} (key, revision, deleted, origin, source, call_id) VALUES"
@@ -58,16 +61,8 @@ def install(conn: sqlite3.Connection, table: str, origin: str) -> None:
         "origin TEXT NOT NULL, source TEXT, call_id TEXT)"
     )
     triggers = {
-        "written": f"AFTER INSERT ON main.{table} BEGIN "
-        f"{row} (new.key, new.revision, 0, {quoted}, NULL, NULL); {trim} END",
-        "rewritten": f"AFTER UPDATE ON main.{table} BEGIN "
-        f"{row} (new.key, new.revision, 0, {quoted}, NULL, NULL); {trim} END",
         "deleted": f"AFTER DELETE ON main.{table} BEGIN "
         f"{row} (old.key, old.revision, 1, {quoted}, NULL, NULL); {trim} END",
-        "journaled": f"AFTER INSERT ON main.{j} BEGIN "
-        f"{row} (new.key, new.revision, 0, {quoted}, "
-        "json_extract(new.entry, '$.source'), json_extract(new.entry, '$.call_id')); "
-        f"{trim} END",
     }
     for name, body in triggers.items():
         conn.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS {table}_{name}_announced {body}")

@@ -106,6 +106,7 @@ class SqliteStorage(SqliteWrites, StorageBackend):
             await storage._writer.call(
                 changes.install, storage._writer.conn, parsed.table, storage.origin
             )
+            storage._writer.origin = storage.origin  # the writes are announced from now on
         except BaseException:
             await storage.aclose()
             raise

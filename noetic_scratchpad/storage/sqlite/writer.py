@@ -65,6 +65,7 @@ from ..base import (
     UpdateFn,
     journal_limit,
 )
+from . import changes
 from .connection import (
     SQLITE_BUSY,
     error_code,
@@ -170,8 +171,9 @@ class KeyState:
         #: Whether the key's row is to be written; ``text`` ``None``: deleted.
         self.changed = False
         self.text: str | None = None
-        #: Journal rows to insert, as (revision, entry text).
-        self.journal: list[tuple[int, str]] = []
+        #: Journal rows to insert, as (revision, entry text, source, call id): the last
+        #: two are announced with the row to other processes (see :mod:`.changes`).
+        self.journal: list[tuple[int, str, str | None, str | None]] = []
         #: Journal rows at or below this revision are trimmed (0: none).
         self.floor = 0
         #: Whether every journal row stored for the key is deleted first.
@@ -194,7 +196,14 @@ class KeyState:
         self.journal = []
         self.floor = 0
 
-    def commit(self, value: Any, text: str, entry: str | None, keep: int) -> Revision:
+    def commit(
+        self,
+        value: Any,
+        text: str,
+        entry: str | None,
+        keep: int,
+        about: tuple[str | None, str | None] = (None, None),
+    ) -> Revision:
         """Record a commit on the current (known) revision; return the new value and
         revision."""
         assert self.revision is not None
@@ -205,7 +214,7 @@ class KeyState:
         revision = self.revision = self.revision + 1
         self.value, self.text, self.changed, self.exists = value, text, True, True
         if entry is not None:
-            self.journal.append((revision, entry))
+            self.journal.append((revision, entry, *about))
             self.floor = max(self.floor, revision - keep)
         current = self.current = Revision(value, revision)
         return current
@@ -280,6 +289,9 @@ class SqliteWriter:
         self._idle: Event | None = None
         self._new_event = _runtime.implementation().new_event
         self._execute = executor(connection)
+        #: The process name its writes are announced with to other processes (see
+        #: :mod:`.changes`), once the table of changes is in place; ``None``: not announced.
+        self.origin: str | None = None
         self.tasks = TaskOwner()
         """Where the worker runs."""
         self._worker = self.tasks.worker(self._work)
@@ -522,6 +534,7 @@ class SqliteWriter:
         batch."""
         try:
             state = self._current(conn, job.key, batch)
+            about: tuple[str | None, str | None] = (None, None)
             if job.plain:
                 value, entry = job.fn(state.value), None
                 data = _json.dumps(value)  # ValueError for what JSON cannot hold
@@ -535,6 +548,8 @@ class SqliteWriter:
                 else:
                     commit = job.fn(current, self._journal_above(conn, job.key, state, job.after))
                 value, entry, data = commit.value, commit.entry, commit.json()
+                if entry is not None and job.keep > 0:
+                    about = _about(commit.about, entry)
             text = data.decode()
             if entry is not None:
                 entry = _json.dumps(entry).decode() if job.keep > 0 else None
@@ -542,7 +557,7 @@ class SqliteWriter:
             raise
         except Exception as exc:
             return exc
-        committed = state.commit(value, text, entry, job.keep)
+        committed = state.commit(value, text, entry, job.keep, about)
         return value if job.plain else committed
 
     def _journal_above(
@@ -555,7 +570,7 @@ class SqliteWriter:
         now = time.time()
         rows = [
             JournalRow(revision, now, _json.loads(entry))
-            for revision, entry in reversed(state.journal)
+            for revision, entry, _, _ in reversed(state.journal)
             if revision > floor
         ]
         if state.exists and not state.clear:
@@ -625,9 +640,41 @@ class SqliteWriter:
                 if guarded:  # undo every key written so far, and write the others again
                     conn.execute("ROLLBACK TO key_rows")
                     index = 0
+        if self.origin is not None:
+            self._announce(conn, keys, batch.keys)
         if guarded:
             conn.execute("RELEASE key_rows")
         return True
+
+    def _announce(
+        self, conn: sqlite3.Connection, written: Sequence[str], keys: dict[str, KeyState]
+    ) -> None:
+        """Record the writes of the keys ``written`` for other processes (see
+        :mod:`.changes`), in this transaction: one row per journal row written, with the
+        write's source and call id, and one for the key's row when its revision has none.
+        (A delete is recorded by the trigger on the table.)"""
+        sql, origin = self._sql, self.origin
+        rows: list[tuple[str, int, str | None, str | None, str | None]] = []
+        unread: list[tuple[str | None, str]] = []
+        for key in written:
+            state = keys[key]
+            if state.text is None:
+                continue
+            floor = state.floor
+            for revision, _, source, call_id in state.journal:
+                if revision > floor:  # (the journal rows written)
+                    rows.append((key, revision, origin, source, call_id))
+            if state.revision is None:  # sets on a row never read: SQL knows its revision
+                unread.append((origin, key))
+            elif not state.journal or state.journal[-1][0] != state.revision:
+                rows.append((key, state.revision, origin, None, None))
+        if not rows and not unread:
+            return
+        if rows:
+            conn.executemany(sql.announce, rows)
+        for params in unread:
+            conn.execute(sql.announce_row, params)
+        conn.execute(sql.announce_trim, (changes.KEEP,))
 
     def _write_key(self, conn: sqlite3.Connection, key: str, state: KeyState, now: float) -> None:
         sql = self._sql
@@ -643,7 +690,7 @@ class SqliteWriter:
         if not state.journal:
             return
         floor = state.floor
-        for revision, entry in state.journal:
+        for revision, entry, _, _ in state.journal:
             if revision > floor:  # rows the trim would delete at once are never written
                 conn.execute(sql.journal_insert, (key, revision, now, entry))
         if floor > 0 and not state.clear:
@@ -761,6 +808,20 @@ class SqliteWrites:
         return StorageError(
             f"the SQLite storage {self.path} is closed; open it again with open_storage()"
         )
+
+
+def _about(about: tuple[str, str | None] | None, entry: Any) -> tuple[str | None, str | None]:
+    """The source and call id announced with a journaled write: the commit's, else its
+    entry's (as the entry names them, when it does)."""
+    if about is not None:
+        return about
+    if not isinstance(entry, dict):
+        return None, None
+    source, call_id = entry.get("source"), entry.get("call_id")
+    return (
+        source if isinstance(source, str) else None,
+        call_id if isinstance(call_id, str) else None,
+    )
 
 
 def _abandoned() -> WorkAbandoned:
