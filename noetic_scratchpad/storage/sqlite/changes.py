@@ -4,14 +4,14 @@ SQLite has no notifications, so each write is also a row of ``{table}_changes (i
 revision, deleted, origin, source, call_id)``, written in the write's own transaction:
 by the writer, after a batch's rows, one per journal row it wrote (with the write's
 source and call id) and one for a key's row whose revision has no journal row, then the
-table trimmed once (:meth:`~.writer.SqliteWriter._announce`); and for a delete, by a
+table trimmed (:meth:`~.writer.SqliteWriter._announce`); and for a delete, by a
 *temporary* trigger that each process's writer connection installs (:func:`install`)
 on the key-value table. Temporary, so that it carries the process's origin as a
 literal, and a program that opens the file without it (an older version, the ``sqlite3``
 shell) writes as it always did, its changes unannounced. (Triggers announced the writes
 too until they measured 64k instructions an update, an eighth of it, and several times
-that with a savepoint open.) The table keeps its newest :data:`KEEP` rows, or a few
-more until the next write.
+that with a savepoint open.) The table keeps its newest :data:`KEEP` rows, and up
+to :data:`TRIM_EVERY` more: trimmed in steps, not on every commit.
 
 The watcher (:func:`watch`) reads the rows past the last one it saw every ``interval``
 seconds, on a connection opened for that read alone (see :func:`_read`): an idle file
@@ -46,6 +46,9 @@ DEFAULT_INTERVAL = 0.1
 #: it was: 1,000 writes of other processes in one ``interval``, 10,000 a second at the
 #: default, before any is missed.
 KEEP = 1_000
+#: The writer trims the table when its newest id passes a multiple of this (see
+#: :meth:`~.writer.SqliteWriter._announce`): it holds up to this many rows more.
+TRIM_EVERY = 8
 
 
 def install(conn: sqlite3.Connection, table: str, origin: str) -> None:

@@ -118,14 +118,14 @@ class TableSql:
         self.journal_trim = f"DELETE FROM {j} WHERE key = ? AND revision <= ?"
         # The writes announced to other processes (see .changes): a key, its revision,
         # the origin, the source and call id; a row whose revision SQL alone knows (a set
-        # on a row never read); the trim to the newest rows (the parameter: how many).
+        # on a row never read); the trim of the rows up to an id.
         c = changes_table(table)
         columns = f"INSERT INTO {c} (key, revision, deleted, origin, source, call_id)"
         self.announce = f"{columns} VALUES (?, ?, 0, ?, ?, ?)"
         self.announce_row = (
             f"{columns} SELECT key, revision, 0, ?, NULL, NULL FROM {table} WHERE key = ?"
         )
-        self.announce_trim = f"DELETE FROM {c} WHERE id <= (SELECT max(id) FROM {c}) - ?"
+        self.announce_trim = f"DELETE FROM {c} WHERE id <= ?"
         self.clear_journal = f"DELETE FROM {j} WHERE key = ?"
         self.journal_rows = (
             f"SELECT revision, written_at, CAST(entry AS BLOB) FROM {j} WHERE key = ? "
