@@ -549,7 +549,7 @@ class SqliteWriter:
                     commit = job.fn(current, self._journal_above(conn, job.key, state, job.after))
                 value, entry, data = commit.value, commit.entry, commit.json()
                 if entry is not None and job.keep > 0:
-                    about = _about(commit.about, entry)
+                    about = commit.about or _about(entry)
             text = data.decode()
             if entry is not None:
                 entry = _json.dumps(entry).decode() if job.keep > 0 else None
@@ -817,11 +817,9 @@ class SqliteWrites:
         )
 
 
-def _about(about: tuple[str, str | None] | None, entry: Any) -> tuple[str | None, str | None]:
-    """The source and call id announced with a journaled write: the commit's, else its
-    entry's (as the entry names them, when it does)."""
-    if about is not None:
-        return about
+def _about(entry: Any) -> tuple[str | None, str | None]:
+    """The source and call id announced with a journaled write whose commit names none:
+    its entry's, when the entry names them (as the triggers' ``json_extract`` read them)."""
     if not isinstance(entry, dict):
         return None, None
     source, call_id = entry.get("source"), entry.get("call_id")
