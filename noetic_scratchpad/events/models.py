@@ -63,6 +63,92 @@ class UpdateApplied(ScratchpadEvent):
     reused_call_id: bool = False
 
 
+_FIELDS_GIVEN = frozenset(
+    (
+        "layer_id",
+        "scope_key",
+        "scope",
+        "execution_id",
+        "source",
+        "keys",
+        "call_id",
+        "revision",
+        "reused_call_id",
+    )
+)
+_STR_ONLY = frozenset((str,))
+_new_object = object.__new__
+_set = object.__setattr__
+_validate_applied = UpdateApplied.__pydantic_validator__.validate_python
+
+
+def update_applied(
+    layer_id: str,
+    scope_key: str,
+    scope: Literal["thread", "resource"] | None,
+    execution_id: str | None,
+    source: WriteSource,
+    keys: tuple[str, ...],
+    call_id: str | None,
+    revision: int | None,
+    reused_call_id: bool,
+) -> UpdateApplied:
+    """``UpdateApplied(layer_id=..., ...)`` from values the library has already checked,
+    built without validating them again (its writer's, on every write): the same object,
+    fields, ``model_fields_set`` and ``model_dump`` as the validated construction, which
+    anything of another type than the fields' (never the library's own) still goes
+    through."""
+    if (
+        type(layer_id) is str
+        and type(scope_key) is str
+        and (scope == "thread" or scope == "resource" or scope is None)
+        and (execution_id is None or type(execution_id) is str)
+        and (source == "tool" or source == "api" or source == "store" or source == "revert")
+        and type(keys) is tuple
+        and set(map(type, keys)) <= _STR_ONLY  # C calls only: no generator frames
+        and (call_id is None or type(call_id) is str)
+        and (revision is None or type(revision) is int)
+        and type(reused_call_id) is bool
+    ):
+        event = _new_object(UpdateApplied)
+        _set(
+            event,
+            "__dict__",
+            {
+                "kind": "update_applied",
+                "layer_id": layer_id,
+                "scope_key": scope_key,
+                "scope": scope,
+                "execution_id": execution_id,
+                "at": time.time(),
+                "origin": None,
+                "source": source,
+                "keys": keys,
+                "call_id": call_id,
+                "revision": revision,
+                "reused_call_id": reused_call_id,
+            },
+        )
+        _set(event, "__pydantic_fields_set__", set(_FIELDS_GIVEN))
+        _set(event, "__pydantic_extra__", None)
+        _set(event, "__pydantic_private__", None)
+        return event
+    validated: UpdateApplied = _validate_applied(
+        {
+            "layer_id": layer_id,
+            "scope_key": scope_key,
+            "scope": scope,
+            "execution_id": execution_id,
+            "source": source,
+            "keys": keys,
+            "call_id": call_id,
+            "revision": revision,
+            "reused_call_id": reused_call_id,
+        }
+    )
+    return validated
+
+
 class ScopeReset(ScratchpadEvent):
     """A scope's state was deleted (an HTTP ``DELETE``, the CLI's ``reset``, an erasure):
     its next write starts from the initial state. ``revision``: the last revision it had,

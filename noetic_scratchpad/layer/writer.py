@@ -62,7 +62,8 @@ from ..errors import (
     StorageError,
     StorageOutcomeUnknownError,
 )
-from ..events import UpdateApplied, UpdateRejected, UpdateRetried, WriteSource
+from ..events import UpdateRejected, UpdateRetried, WriteSource
+from ..events.models import update_applied
 from ..keys import Scope
 from ..storage import ScopedStorage
 from ..storage.base import Commit, Revision
@@ -238,6 +239,13 @@ class ScopeWriter:
     def view_advice(self, advice: str) -> None:
         self._view(self.view_budget, advice)
 
+    def viewed(self, budget: int) -> None:
+        """``view_budget = budget``, at every recall: the view it is checked against is made
+        again only when it changed (the budget, or the host's token counter)."""
+        limit = self._limit
+        if limit is None or limit.budget != budget or limit.tokenize is not self.ctx.tokenize:
+            self._view(budget, self._advice)
+
     def _view(self, budget: int | None, advice: str) -> None:
         # Made when the view changes (at a recall), not on every write.
         self._advice = advice
@@ -291,18 +299,16 @@ class ScopeWriter:
         reused_call_id: bool,
     ) -> None:
         self.ctx.events.emit(
-            _new_applied(
-                {
-                    "layer_id": self.layer_id,
-                    "scope_key": self.scope_key,
-                    "scope": self.scope,
-                    "execution_id": self.ctx.execution_id,
-                    "source": source,
-                    "keys": keys,
-                    "call_id": call_id,
-                    "revision": revision,
-                    "reused_call_id": reused_call_id,
-                }
+            update_applied(
+                self.layer_id,
+                self.scope_key,
+                self.scope,
+                self.ctx.execution_id,
+                source,
+                keys,
+                call_id,
+                revision,
+                reused_call_id,
             )
         )
 
@@ -455,11 +461,6 @@ class _Attempt:
             merged=not isinstance(change, Rewrite),
         )
         return Commit(snapshot.state, entry, snapshot.encoded, self.about)
-
-
-# The model's validator called directly: the same checks without ``BaseModel.__init__``'s
-# frame and keyword arguments (8k of the 160k instructions of a write on memory storage).
-_new_applied = UpdateApplied.__pydantic_validator__.validate_python
 
 
 def conflict(expected: int, actual: int) -> ScratchpadConflictError:
