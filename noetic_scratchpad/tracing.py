@@ -25,6 +25,7 @@ messages of errors, which can quote what the model wrote, follow the same switch
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -86,6 +87,33 @@ def _no_provider() -> object:  # pragma: no cover - only without opentelemetry
 #: and then opens no span at all, for a fraction of what a no-op span costs.
 global_provider = _no_provider if _trace is None else _trace.get_tracer_provider
 UNSET: type = type(None) if _trace is None else _trace.ProxyTracerProvider
+
+# While no provider is set, ``get_tracer_provider`` asks ``os.environ`` whether one is to
+# be loaded (``OTEL_PYTHON_TRACER_PROVIDER``): a KeyError raised and caught in three Python
+# frames, on every write. :func:`untraced` reads the same two facts directly, the
+# provider OpenTelemetry holds and the environment's own mapping; where either is not
+# where this version of Python or OpenTelemetry keeps it, it asks as before.
+_ENV_DATA: Any = getattr(os.environ, "_data", None)
+_ENV_KEY: Any = None
+if _trace is not None and isinstance(_ENV_DATA, dict) and hasattr(_trace, "_TRACER_PROVIDER"):
+    try:
+        _ENV_KEY = getattr(os.environ, "encodekey")(  # noqa: B009
+            getattr(_trace, "OTEL_PYTHON_TRACER_PROVIDER")  # noqa: B009
+        )
+    except Exception:  # pragma: no cover - another layout: ask OpenTelemetry
+        _ENV_KEY = None
+
+
+def untraced() -> bool:
+    """Whether a write opens no span: no provider set (``isinstance(global_provider(),
+    UNSET)``), without OpenTelemetry's lookup of the environment on every call."""
+    if _ENV_KEY is None:
+        return isinstance(global_provider(), UNSET)
+    provider = _trace._TRACER_PROVIDER  # noqa: SLF001
+    if provider is None and _ENV_KEY not in _ENV_DATA:
+        return True  # what get_tracer_provider answers: the proxy
+    return isinstance(global_provider(), UNSET)
+
 
 _settings = {"capture_content": False}
 

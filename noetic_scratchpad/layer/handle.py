@@ -26,8 +26,8 @@ from .writer import Prepare, ScopeWriter, Written
 
 __all__ = ("ScratchpadHandle", "copy_state")
 
-# Bound once: None without opentelemetry; OpenTelemetry's functions, not the package's.
-_TRACER, _global_provider, _UNSET = tracing.TRACER, tracing.global_provider, tracing.UNSET
+# Bound once: None without opentelemetry; whether a write (a read) opens a span.
+_TRACER, _untraced = tracing.TRACER, tracing.untraced
 
 
 class ScratchpadHandle:
@@ -188,7 +188,7 @@ class ScratchpadHandle:
     def viewed(self, budget: int) -> None:
         """The model was shown the block in ``budget`` tokens: its writes are checked
         against that view (see :mod:`.seen`)."""
-        self._writer.view_budget = budget
+        self._writer.viewed(budget)
 
     async def edit(self, operations: Sequence[Mapping[str, Any]]) -> None:
         """Apply edit ``operations`` (see :func:`~noetic_scratchpad.edits.apply_edits`) in
@@ -226,7 +226,7 @@ class ScratchpadHandle:
             expected_revision=expected_revision,
             prepare=prepare,
         )
-        if _TRACER is None or isinstance(_global_provider(), _UNSET):
+        if _TRACER is None or _untraced():
             written = await write  # no opentelemetry, or no provider: no span
         else:
             written = await self._traced(write, source, prepare)

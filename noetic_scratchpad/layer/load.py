@@ -25,8 +25,8 @@ from .snapshot import Snapshot
 __all__ = ("load", "load_with_journal")
 
 _T = TypeVar("_T")
-# Bound once: None without opentelemetry; OpenTelemetry's functions, not the package's.
-_TRACER, _global_provider, _UNSET = tracing.TRACER, tracing.global_provider, tracing.UNSET
+# Bound once: None without opentelemetry; whether a write (a read) opens a span.
+_TRACER, _untraced = tracing.TRACER, tracing.untraced
 
 
 async def load(
@@ -42,7 +42,7 @@ async def load(
     the state stored at its revision).
 
     With a tracer provider set, one ``search_memory`` span (:mod:`~noetic_scratchpad.tracing`)."""
-    if _TRACER is None or isinstance(_global_provider(), _UNSET):
+    if _TRACER is None or _untraced():
         return await _load(pipeline, storage, ctx, layer_id)
     key = storage.scope_key
     with tracing.memory_span("read", layer_id=layer_id, scope_key=key, scope=storage.scope) as span:
