@@ -270,9 +270,7 @@ class ScratchpadLayer:
         )
         if view.text is None:
             return None
-        return RecallResult(
-            items=[Message(role="developer", content=view.text)], token_count=view.tokens
-        )
+        return RecallResult(items=[_developer_message(view.text)], token_count=view.tokens)
 
     async def store(
         self,
@@ -427,3 +425,22 @@ def scratchpad(config: ScratchpadConfig | None = None, /, **options: Any) -> Scr
         except TypeError as exc:
             raise ScratchpadConfigError(f"{exc}; see ScratchpadConfig for the options") from None
     return ScratchpadLayer(config)
+
+
+_new_object = object.__new__
+_set = object.__setattr__
+_MESSAGE_FIELDS = frozenset(("role", "content"))
+
+
+def _developer_message(text: str) -> Message:
+    """``Message(role="developer", content=text)`` for the block a recall just rendered (a
+    ``str``, so nothing to validate), built as pydantic's validation builds it: the same
+    fields, ``model_fields_set`` and ``model_dump``, without its constructor's frames."""
+    if type(text) is not str:
+        return Message(role="developer", content=text)
+    message = _new_object(Message)
+    _set(message, "__dict__", {"type": "message", "role": "developer", "content": text})
+    _set(message, "__pydantic_fields_set__", set(_MESSAGE_FIELDS))
+    _set(message, "__pydantic_extra__", None)
+    _set(message, "__pydantic_private__", None)
+    return message
