@@ -93,24 +93,28 @@ UNSET: type = type(None) if _trace is None else _trace.ProxyTracerProvider
 # frames, on every write. :func:`untraced` reads the same two facts directly, the
 # provider OpenTelemetry holds and the environment's own mapping; where either is not
 # where this version of Python or OpenTelemetry keeps it, it asks as before.
-_ENV_DATA: Any = getattr(os.environ, "_data", None)
-_ENV_KEY: Any = None
-if _trace is not None and isinstance(_ENV_DATA, dict) and hasattr(_trace, "_TRACER_PROVIDER"):
+#: The environment's own mapping (``os.environ``'s), and the key it holds
+#: ``OTEL_PYTHON_TRACER_PROVIDER`` under.
+ENV_DATA: Any = getattr(os.environ, "_data", None)
+ENV_KEY: Any = None
+#: OpenTelemetry's module holding the provider set (``_TRACER_PROVIDER``), or ``None``
+#: where either is not where this version of Python or OpenTelemetry keeps it.
+HOLDER: Any = None
+if _trace is not None and isinstance(ENV_DATA, dict) and hasattr(_trace, "_TRACER_PROVIDER"):
     try:
-        _ENV_KEY = getattr(os.environ, "encodekey")(  # noqa: B009
+        ENV_KEY = getattr(os.environ, "encodekey")(  # noqa: B009
             getattr(_trace, "OTEL_PYTHON_TRACER_PROVIDER")  # noqa: B009
         )
+        HOLDER = _trace
     except Exception:  # pragma: no cover - another layout: ask OpenTelemetry
-        _ENV_KEY = None
+        HOLDER = None
 
 
 def untraced() -> bool:
     """Whether a write opens no span: no provider set (``isinstance(global_provider(),
-    UNSET)``), without OpenTelemetry's lookup of the environment on every call."""
-    if _ENV_KEY is None:
-        return isinstance(global_provider(), UNSET)
-    provider = _trace._TRACER_PROVIDER  # noqa: SLF001
-    if provider is None and _ENV_KEY not in _ENV_DATA:
+    UNSET)``), without OpenTelemetry's lookup of the environment on every call. The
+    write path (:mod:`..layer.handle`) tests the same inline."""
+    if HOLDER is not None and HOLDER._TRACER_PROVIDER is None and ENV_KEY not in ENV_DATA:  # noqa: SLF001
         return True  # what get_tracer_provider answers: the proxy
     return isinstance(global_provider(), UNSET)
 
