@@ -71,7 +71,15 @@ class SchemaGate:
         """
         if self._partial is None:
             return self.errors(merged)
-        return _errors(self._partial, {key: merged[key] for key in keys if key in merged})
+        written = {}
+        for key in keys:  # a loop: a comprehension is one more frame, on every write
+            if key in merged:
+                written[key] = merged[key]
+        try:  # _errors' common case, without its frame
+            self._partial.validator.validate_python(written)
+        except ValidationError:
+            return _errors(self._partial, written)
+        return []
 
     def tool_parameters(self) -> dict[str, Any]:
         """The JSON schema a model sees for an update: the schema's fields, all optional,
