@@ -91,7 +91,8 @@ class EventBus:
         the caller's time), but async handlers are not started: their coroutine is closed
         unawaited (logged at debug level), since nothing would wait for or bound them.
         """
-        log_event(event)
+        if event.log_level is not None:  # log_event's first test, a call less when routine
+            log_event(event)
         for handler in tuple(self._handlers):
             try:
                 outcome = handler(event)

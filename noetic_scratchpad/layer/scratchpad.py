@@ -255,8 +255,9 @@ class ScratchpadLayer:
             return None
         limit = budget.max if isinstance(budget, Budget) else budget
         handle = ctx.context.get(self.id)
-        hint = handle.floats_hint(state) if isinstance(handle, ScratchpadHandle) else None
+        hint = None
         if isinstance(handle, ScratchpadHandle):
+            hint = handle.floats_hint(state)
             handle.viewed(limit)  # the model's writes are checked against this view
         view = view_of(
             state,
