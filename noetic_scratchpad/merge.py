@@ -87,16 +87,29 @@ def _plain_copy(value: Any, depth_left: int) -> Any:
         return value
     if depth_left <= 0:  # too deep, or a cycle
         raise _NotPlain
+    # Items that are ASCII text, ints, booleans or null are taken here, without a call
+    # each (nor the frame of a list comprehension); the rest recurse.
     if kind is dict:
         result: dict[str, Any] = {}
         for key, item in value.items():
             if type(key) is not str or (not key.isascii() and _has_lone_surrogate(key)):
                 raise _NotPlain
             if key not in FORBIDDEN_KEYS:
-                result[key] = _plain_copy(item, depth_left - 1)
+                kind = type(item)
+                if (kind is str and item.isascii()) or kind is int or kind is bool or item is None:
+                    result[key] = item
+                else:
+                    result[key] = _plain_copy(item, depth_left - 1)
         return result
     if kind is list:
-        return [_plain_copy(item, depth_left - 1) for item in value]
+        items: list[Any] = []
+        for item in value:
+            kind = type(item)
+            if (kind is str and item.isascii()) or kind is int or kind is bool or item is None:
+                items.append(item)
+            else:
+                items.append(_plain_copy(item, depth_left - 1))
+        return items
     raise _NotPlain
 
 
@@ -228,6 +241,35 @@ def _merge(
             result[key] = _merge(current, value, depth_left - 1, strip)
         else:
             result[key] = _strip(value, depth_left - 1) if strip else value
+    return result
+
+
+def merge_noting(
+    base: Mapping[str, Any],
+    update: Mapping[str, Any],
+    depth_left: int,
+    path: list[str],
+    restore: list[list[Any]],
+    remove: list[list[str]],
+) -> dict[str, Any]:
+    """:func:`deep_merge` of a cleaned ``update`` into ``base`` (``cleaned=True``, from
+    ``depth_left`` down), noting, as it goes, what restores ``base``: each path it writes
+    (a list of keys below ``path``) with its prior value in ``restore``, or in ``remove``
+    when it had none. The walk and the journal's undo (``_merge_undo`` in
+    :mod:`..layer.journal`) in one, as a write merges and journals."""
+    result = dict(base)
+    for key, value in update.items():
+        if key in result:
+            current = result[key]
+            if isinstance(value, dict) and isinstance(current, dict) and depth_left > 1:
+                result[key] = merge_noting(
+                    current, value, depth_left - 1, [*path, key], restore, remove
+                )
+                continue
+            restore.append([[*path, key], current])
+        else:
+            remove.append([*path, key])
+        result[key] = value
     return result
 
 

@@ -38,6 +38,7 @@ from ..merge import (
     InvalidValueError,
     _NotPlain,
     _plain_copy,
+    merge_noting,
     merge_state,
     to_json_value,
 )
@@ -131,6 +132,7 @@ class UpdatePipeline:
         revision: int = 0,
         cleaned: bool = False,
         seen: ViewLimit | None = None,
+        journal: bool = False,
     ) -> Transition:
         """The state after ``update``, from what storage holds (``None``: nothing), as a
         :class:`~.snapshot.Snapshot` at ``revision`` (the revision it is to be stored at).
@@ -142,7 +144,9 @@ class UpdatePipeline:
         validated, it is not checked again; its ``has_floats`` carries over to the new
         state when the update adds none. ``cleaned``: ``update`` came from
         :meth:`prepare` and is the caller's alone, so the new state may hold its values
-        instead of copies. Raises ``ScratchpadUpdateError``; pure otherwise.
+        instead of copies. ``journal``: the write is journaled, so a cleaned update merged
+        into the stored object state notes its undo as it merges (``Transition.undo``).
+        Raises ``ScratchpadUpdateError``; pure otherwise.
         """
         if stored is None:  # the initial state, checked when the layer was built
             state, checked = self.initial_state(), True
@@ -155,6 +159,7 @@ class UpdatePipeline:
         if seen is not None:
             _check_seen(state, update, seen)
         refused = "update"
+        undo = None
         if isinstance(update, Rewrite):
             refused = update.kind
             merged, keys = update.apply(state)
@@ -162,7 +167,12 @@ class UpdatePipeline:
             if self.gate is not None and isinstance(state, dict) and isinstance(merged, dict):
                 errors += self.gate.removed_required(state, merged)
         else:
-            if type(state) is dict:  # merge_state's work, a call less
+            if journal and cleaned and type(state) is dict and state is stored:
+                restore: list[list[Any]] = []
+                remove: list[list[str]] = []
+                merged = merge_noting(state, update, MAX_DEPTH, [], restore, remove)
+                undo = {"restore": restore, "remove": remove} if remove else {"restore": restore}
+            elif type(state) is dict:  # merge_state's work, a call less
                 merged = _merge_into(state, update, MAX_DEPTH, not cleaned)
             else:
                 merged = merge_state(state, update, cleaned=cleaned)
@@ -194,10 +204,16 @@ class UpdatePipeline:
             and known.has_floats is not None
             and stored is not None
             and not isinstance(update, Rewrite)
-            and not _holds_float(update)
         ):
             has_floats = known.has_floats
-        return Transition(Snapshot(merged, revision, encoded, True, has_floats), state, keys)
+            for value in update.values():  # contains_float(update), its top level here
+                kind = type(value)
+                if kind is str or kind is int or kind is bool or value is None:
+                    continue
+                if contains_float(value):
+                    has_floats = None
+                    break
+        return Transition(Snapshot(merged, revision, encoded, True, has_floats), state, keys, undo)
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -264,14 +280,22 @@ class Rewrite:
 class Transition:
     """What a transition produced: the new state's ``snapshot`` (validated, encoded), the
     state it was made from (``base``: the stored one, or the initial state that replaced
-    it) and the top-level keys it wrote."""
+    it), the top-level keys it wrote, and the journal's ``undo`` of it when the merge
+    noted it (see :meth:`UpdatePipeline.transition`'s ``journal``), else ``None``."""
 
-    __slots__ = ("base", "keys", "snapshot")
+    __slots__ = ("base", "keys", "snapshot", "undo")
 
-    def __init__(self, snapshot: Snapshot, base: ScratchpadState, keys: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        base: ScratchpadState,
+        keys: tuple[str, ...],
+        undo: dict[str, Any] | None = None,
+    ) -> None:
         self.snapshot = snapshot
         self.base = base
         self.keys = keys
+        self.undo = undo
 
     @property
     def state(self) -> dict[str, Any]:
@@ -332,15 +356,3 @@ def copy_state(state: ScratchpadState) -> ScratchpadState:
         return state
     copied: dict[str, Any] = _json.loads(_json.dumps(state))
     return copied
-
-
-def _holds_float(update: Mapping[str, Any]) -> bool:
-    """``contains_float(update)``, its top level walked here: most updates hold plain
-    strings and numbers there, and look no deeper."""
-    for value in update.values():
-        kind = type(value)
-        if kind is str or kind is int or kind is bool or value is None:
-            continue
-        if contains_float(value):
-            return True
-    return False

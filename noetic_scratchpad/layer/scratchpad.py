@@ -257,8 +257,13 @@ class ScratchpadLayer:
         handle = ctx.context.get(self.id)
         hint = None
         if isinstance(handle, ScratchpadHandle):
-            hint = handle.floats_hint(state)
-            handle.viewed(limit)  # the model's writes are checked against this view
+            current = handle.current
+            if state is current.state and current.has_floats is not None and type(state) is dict:
+                hint = current.has_floats  # floats_hint's answer, known: without its call
+            else:
+                hint = handle.floats_hint(state)
+            # handle.viewed(limit): the model's writes are checked against this view.
+            handle._writer.viewed(limit)  # noqa: SLF001
         view = view_of(
             state,
             limit,

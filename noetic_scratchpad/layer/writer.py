@@ -466,15 +466,33 @@ class _Attempt:
             known = (
                 None if latest is None else latest.known(self.scope, self.pipeline, value, revision)
             )
+        keep = self.keep
         result = self.pipeline.transition(
-            value, change, known=known, revision=revision + 1, cleaned=True, seen=self.seen
+            value,
+            change,
+            known=known,
+            revision=revision + 1,
+            cleaned=True,
+            seen=self.seen,
+            journal=keep != 0,
         )
         self.produced = result
         snapshot = result.snapshot
         if latest is not None:
             latest.record(self.scope, self.pipeline, snapshot)
-        if self.keep == 0:
+        if keep == 0:
             return Commit(snapshot.state, None, snapshot.encoded, self.about)
+        undo = result.undo
+        if undo is not None:  # entry_of's entry, its undo noted by the merge
+            entry: dict[str, Any] = {
+                "source": self.source,
+                "keys": list(result.keys),
+                "update": change,
+            }
+            if self.call_id is not None:
+                entry["call_id"] = self.call_id
+            entry["undo"] = undo
+            return Commit(snapshot.state, entry, snapshot.encoded, self.about)
         entry = entry_of(
             source=self.source,
             call_id=self.call_id,
