@@ -255,8 +255,7 @@ def merge_noting(
     """:func:`deep_merge` of a cleaned ``update`` into ``base`` (``cleaned=True``, from
     ``depth_left`` down), noting, as it goes, what restores ``base``: each path it writes
     (a list of keys below ``path``) with its prior value in ``restore``, or in ``remove``
-    when it had none. The walk and the journal's undo (``_merge_undo`` in
-    :mod:`..layer.journal`) in one, as a write merges and journals."""
+    when it had none. A journaled write merges and makes its undo in this one walk."""
     result = dict(base)
     for key, value in update.items():
         if key in result:

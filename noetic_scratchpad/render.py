@@ -256,22 +256,10 @@ def render_view(
     """
     if tokenize is not estimate_tokens:
         tokenize = _checked(tokenize)
-    opening = OPEN_TAG if name is None else open_tag(name)
-    if has_floats is False and type(state) is dict:
-        # render_body's common case inline (a recall every turn): dumps_pretty, escapes.
-        try:
-            body = orjson.dumps(state, option=orjson.OPT_INDENT_2).decode()
-        except TypeError:  # integers past 64 bits
-            body = json.dumps(state, indent=2, ensure_ascii=False)
-        if "\u2028" in body or "\u2029" in body or "\x85" in body:
-            body = body.translate(_SEPARATORS)
-        if "<" in body:
-            body = _CLOSING.sub(r"<\\/\1", body)
-    else:
-        body = render_body(state, has_floats=has_floats)
+    opening = open_tag(name)
+    body = render_body(state, has_floats=has_floats)
     full = f"{opening}\n{body}\n{CLOSE_TAG}"
-    # estimate_tokens inline for the default estimate: math.ceil(len / 4), in integers.
-    total = -(-len(full) // 4) if tokenize is estimate_tokens else tokenize(full)
+    total = tokenize(full)
     if total <= budget:
         return RenderedView(full, total, total, 0, body, len(body))
     shortened = _Shortening(state, budget, tokenize, total, has_floats, advice, opening).run()

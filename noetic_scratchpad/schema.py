@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError, create_model
-from pydantic_core import SchemaValidator
 
 __all__ = ("SchemaGate", "partial_json_schema")
 
@@ -36,10 +35,6 @@ class SchemaGate:
         partial = _partial_model(schema, self._adapter.core_schema)
         # Validates the fields an update writes, alone (see errors_after_update).
         self._partial: TypeAdapter[Any] | None = None if partial is None else TypeAdapter(partial)
-        # Whether the written fields pass, asked of the partial model's fields alone: the
-        # same checks under the same config, without making an instance of the model.
-        # Only a pass is taken from it; anything else is asked of the model itself.
-        self._fields_check: Any = None if self._partial is None else _fields_only(self._partial)
 
     @property
     def fields_independent(self) -> bool:
@@ -76,16 +71,7 @@ class SchemaGate:
         """
         if self._partial is None:
             return self.errors(merged)
-        written = {}
-        for key in keys:  # a loop: a comprehension is one more frame, on every write
-            if key in merged:
-                written[key] = merged[key]
-        check = self._fields_check or self._partial.validator
-        try:  # _errors' common case, without its frame
-            check.validate_python(written)
-        except ValidationError:
-            return _errors(self._partial, written)  # the model's own verdict and errors
-        return []
+        return _errors(self._partial, {key: merged[key] for key in keys if key in merged})
 
     def tool_parameters(self) -> dict[str, Any]:
         """The JSON schema a model sees for an update: the schema's fields, all optional,
@@ -113,25 +99,6 @@ def _errors(adapter: TypeAdapter[Any], state: Mapping[str, Any]) -> list[dict[st
             if not _not_yet_written(error)
         ]
     return []
-
-
-def _fields_only(adapter: TypeAdapter[Any]) -> Any:
-    """A validator of the fields of ``adapter``'s model (its ``model-fields`` schema, with
-    the model's config), or ``None`` when its schema is not that plain shape (a
-    definitions wrapper, a root model, a custom ``__init__``)."""
-    schema: Any = adapter.core_schema
-    if (
-        schema.get("type") != "model"
-        or schema.get("root_model")
-        or schema.get("custom_init")
-        or schema.get("post_init")
-        or schema.get("schema", {}).get("type") != "model-fields"
-    ):
-        return None
-    try:
-        return SchemaValidator(schema["schema"], schema.get("config"))
-    except Exception:  # pragma: no cover - a schema pydantic-core takes only whole
-        return None
 
 
 def _partial_model(schema: Any, core_schema: Mapping[str, Any]) -> type[BaseModel] | None:

@@ -23,7 +23,15 @@ from noetic_scratchpad import (
     scratchpad,
 )
 from noetic_scratchpad.items import FunctionCall
-from noetic_scratchpad.merge import FORBIDDEN_KEYS, deep_merge, merge_state, to_json_value
+from noetic_scratchpad.layer.journal import entry_of, undo
+from noetic_scratchpad.merge import (
+    FORBIDDEN_KEYS,
+    MAX_DEPTH,
+    deep_merge,
+    merge_noting,
+    merge_state,
+    to_json_value,
+)
 from noetic_scratchpad.render import estimate_tokens, render_block, render_view
 from noetic_scratchpad.storage import MemoryStorage, ScopedStorage
 from noetic_scratchpad.testing import capture_events
@@ -94,6 +102,26 @@ def test_merge_is_idempotent(base: dict[str, Any], update: dict[str, Any]) -> No
     once = deep_merge(base, update)
 
     assert deep_merge(once, update) == once
+
+
+@given(base=OBJECTS, update=OBJECTS)
+def test_a_merge_noting_its_undo_merges_as_merge_state_and_the_undo_restores(
+    base: dict[str, Any], update: dict[str, Any]
+) -> None:
+    """A journaled write merges and notes its undo in one walk (``merge_noting``): the
+    same state as ``merge_state``, and an undo that gives back the state it merged into,
+    the same undo as the journal makes for that write on its own."""
+    base, update = clean(base), clean(update)
+    restore: list[list[Any]] = []
+    remove: list[list[str]] = []
+    merged = merge_noting(base, update, MAX_DEPTH, [], restore, remove)
+    assert merged == merge_state(base, update, cleaned=True)
+    noted = {"restore": restore, "remove": remove} if remove else {"restore": restore}
+    entry = entry_of(
+        source="tool", call_id=None, keys=tuple(update), applied=update, stored=base, base=base
+    )
+    assert entry["undo"] == noted
+    assert undo(merged, entry) == base
 
 
 @given(state=TEXT, update=OBJECTS)

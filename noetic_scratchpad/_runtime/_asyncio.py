@@ -198,11 +198,11 @@ async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:
     except StopIteration as done:
         result: T = done.value
         return result
-    return await bounded(steps, yielded, seconds)
+    return await _bounded(steps, yielded, seconds)
 
 
 @types.coroutine
-def bounded(steps: Generator[Any, Any, T], yielded: Any, seconds: float) -> Generator[Any, Any, T]:
+def _bounded(steps: Generator[Any, Any, T], yielded: Any, seconds: float) -> Generator[Any, Any, T]:
     """The rest of an await that has suspended, under a :class:`Limit` armed now: what
     ``yield from`` does from its second step, in one generator (it runs on every resume)."""
     bound = limit(seconds)

@@ -26,15 +26,8 @@ from .writer import Prepare, ScopeWriter, Written
 
 __all__ = ("ScratchpadHandle", "copy_state")
 
-# Bound once: None without opentelemetry; what tells whether a write opens a span (see
-# tracing.untraced, whose test a write makes inline: a module less on every write).
-_TRACER, _HOLDER, _ENV_KEY, _ENV_DATA = (
-    tracing.TRACER,
-    tracing.HOLDER,
-    tracing.ENV_KEY,
-    tracing.ENV_DATA,
-)
-_global_provider, _UNSET = tracing.global_provider, tracing.UNSET
+# Bound once: None without opentelemetry; whether a write opens a span.
+_TRACER, _untraced = tracing.TRACER, tracing.untraced
 
 
 class ScratchpadHandle:
@@ -126,24 +119,7 @@ class ScratchpadHandle:
         ``ScratchpadConflictError``, ``ScratchpadUpdateError`` (bad values, too large) or
         ``StorageError``; on any of them the stored state is unchanged.
         """
-        # apply's work, a coroutine less on every write from code.
-        write = self._writer.write(
-            values, self.current, source="api", expected_revision=expected_revision
-        )
-        if (
-            _TRACER is None
-            or (
-                _HOLDER is not None
-                and _HOLDER._TRACER_PROVIDER is None  # noqa: SLF001
-                and _ENV_KEY not in _ENV_DATA
-            )
-            or isinstance(_global_provider(), _UNSET)
-        ):
-            written = await write  # no opentelemetry, or no provider: no span
-        else:
-            written = await self._traced(write, "api", None)
-        if written.wrote:
-            self.current = written.snapshot
+        await self.apply(values, source="api", expected_revision=expected_revision)
 
     async def call(
         self, name: str, args: str | Mapping[str, Any], *, call_id: str | None = None
@@ -250,15 +226,7 @@ class ScratchpadHandle:
             expected_revision=expected_revision,
             prepare=prepare,
         )
-        if (
-            _TRACER is None
-            or (
-                _HOLDER is not None
-                and _HOLDER._TRACER_PROVIDER is None  # noqa: SLF001
-                and _ENV_KEY not in _ENV_DATA
-            )
-            or isinstance(_global_provider(), _UNSET)
-        ):
+        if _TRACER is None or _untraced():
             written = await write  # no opentelemetry, or no provider: no span
         else:
             written = await self._traced(write, source, prepare)

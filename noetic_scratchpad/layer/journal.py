@@ -33,7 +33,7 @@ from typing import Any
 
 from .._time import iso_time
 from ..errors import ScratchpadHistoryError
-from ..merge import MAX_DEPTH
+from ..merge import MAX_DEPTH, merge_noting
 from ..storage.base import (
     MAX_JOURNAL_LIMIT,
     Commit,
@@ -71,28 +71,15 @@ def entry_of(
     stored: Any,
     base: ScratchpadState,
     merged: bool = True,
+    undo: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The journal entry of a write of ``keys`` that turned ``stored`` (what storage
     held; ``None``: nothing) into a new state, starting from ``base`` (``stored`` itself,
     or the initial state that replaced it). ``merged``: ``applied`` is an update that
-    was deep-merged (else an edit's or a revert's change)."""
-    undo: dict[str, Any]
-    if base is not stored or not isinstance(stored, dict):
-        undo = {"state": stored}
-    elif merged:
-        restore: list[list[Any]] = []
-        remove: list[list[str]] = []
-        _merge_undo(stored, applied, [], MAX_DEPTH, restore, remove)
-        undo = {"restore": restore, "remove": remove} if remove else {"restore": restore}
-    else:
-        prior: dict[str, Any] = {}
-        absent: list[str] = []
-        for key in keys:  # a loop, not two comprehensions: each is a call, on every write
-            if key in stored:
-                prior[key] = stored[key]
-            else:
-                absent.append(key)
-        undo = {"set": prior, "delete": absent} if absent else {"set": prior}
+    was deep-merged (else an edit's or a revert's change). ``undo``: what restores
+    ``stored``, when the merge noted it as it went (see :func:`~..merge.merge_noting`)."""
+    if undo is None:
+        undo = _undo_of(keys, applied, stored, base, merged)
     entry: dict[str, Any] = {"source": source, "keys": list(keys), "update": applied}
     if call_id is not None:
         entry["call_id"] = call_id
@@ -100,27 +87,25 @@ def entry_of(
     return entry
 
 
-def _merge_undo(
-    current: Mapping[str, Any],
-    update: Mapping[str, Any],
-    path: list[str],
-    depth_left: int,
-    restore: list[list[Any]],
-    remove: list[list[str]],
-) -> None:
-    """Walk ``update`` as :func:`~noetic_scratchpad.merge.merge_state` merges it into
-    ``current`` (the same rule for where it recurses), noting each path it writes: its
-    prior value, or that it had none."""
-    for key, value in update.items():
-        here = [*path, key]
-        if key not in current:
-            remove.append(here)
-            continue
-        prior = current[key]
-        if isinstance(value, dict) and isinstance(prior, dict) and depth_left > 1:
-            _merge_undo(prior, value, here, depth_left - 1, restore, remove)
+def _undo_of(
+    keys: Sequence[str], applied: Any, stored: Any, base: ScratchpadState, merged: bool
+) -> dict[str, Any]:
+    """What restores ``stored`` after the write (see :func:`entry_of`)."""
+    if base is not stored or not isinstance(stored, dict):
+        return {"state": stored}
+    if merged:
+        restore: list[list[Any]] = []
+        remove: list[list[str]] = []
+        merge_noting(stored, applied, MAX_DEPTH, [], restore, remove)  # the notes alone
+        return {"restore": restore, "remove": remove} if remove else {"restore": restore}
+    prior: dict[str, Any] = {}
+    absent: list[str] = []
+    for key in keys:  # a loop, not two comprehensions: each is a call, on every write
+        if key in stored:
+            prior[key] = stored[key]
         else:
-            restore.append([here, prior])
+            absent.append(key)
+    return {"set": prior, "delete": absent} if absent else {"set": prior}
 
 
 def undo(state: Any, entry: Mapping[str, Any]) -> Any:

@@ -33,16 +33,7 @@ from ..errors import (
     ScratchpadUpdateError,
     ScratchpadValidationError,
 )
-from ..merge import (
-    MAX_DEPTH,
-    InvalidValueError,
-    _NotPlain,
-    _plain_copy,
-    merge_noting,
-    merge_state,
-    to_json_value,
-)
-from ..merge import _merge as _merge_into
+from ..merge import MAX_DEPTH, InvalidValueError, merge_noting, merge_state, to_json_value
 from ..render import contains_float
 from ..schema import SchemaGate
 from .arguments import describe_errors, json_kind, parse_arguments, reject_constant
@@ -83,17 +74,6 @@ class UpdatePipeline:
         values = args if type(args) is dict else parse_arguments(args)
         if self._text_notes:
             return _text_rewrite(values)
-        try:
-            # to_json_value's common case called directly (a frame less on every write).
-            cleaned: dict[str, Any] = _plain_copy(values, MAX_DEPTH)
-        except _NotPlain:
-            cleaned = self._clean(values)
-        return cleaned
-
-    @staticmethod
-    def _clean(values: Any) -> dict[str, Any]:
-        """:func:`~noetic_scratchpad.merge.to_json_value` of an update that is not plain
-        JSON, or its refusal."""
         try:
             cleaned: dict[str, Any] = to_json_value(values)
         except InvalidValueError as exc:
@@ -168,12 +148,11 @@ class UpdatePipeline:
                 errors += self.gate.removed_required(state, merged)
         else:
             if journal and cleaned and type(state) is dict and state is stored:
+                # The merge notes the journal's undo as it goes: one walk, not two.
                 restore: list[list[Any]] = []
                 remove: list[list[str]] = []
                 merged = merge_noting(state, update, MAX_DEPTH, [], restore, remove)
                 undo = {"restore": restore, "remove": remove} if remove else {"restore": restore}
-            elif type(state) is dict:  # merge_state's work, a call less
-                merged = _merge_into(state, update, MAX_DEPTH, not cleaned)
             else:
                 merged = merge_state(state, update, cleaned=cleaned)
             keys = tuple(update)
@@ -204,15 +183,9 @@ class UpdatePipeline:
             and known.has_floats is not None
             and stored is not None
             and not isinstance(update, Rewrite)
+            and not contains_float(update)
         ):
             has_floats = known.has_floats
-            for value in update.values():  # contains_float(update), its top level here
-                kind = type(value)
-                if kind is str or kind is int or kind is bool or value is None:
-                    continue
-                if contains_float(value):
-                    has_floats = None
-                    break
         return Transition(Snapshot(merged, revision, encoded, True, has_floats), state, keys, undo)
 
     # -- loading ----------------------------------------------------------------------------

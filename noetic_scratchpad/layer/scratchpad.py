@@ -255,15 +255,9 @@ class ScratchpadLayer:
             return None
         limit = budget.max if isinstance(budget, Budget) else budget
         handle = ctx.context.get(self.id)
-        hint = None
+        hint = handle.floats_hint(state) if isinstance(handle, ScratchpadHandle) else None
         if isinstance(handle, ScratchpadHandle):
-            current = handle.current
-            if state is current.state and current.has_floats is not None and type(state) is dict:
-                hint = current.has_floats  # floats_hint's answer, known: without its call
-            else:
-                hint = handle.floats_hint(state)
-            # handle.viewed(limit): the model's writes are checked against this view.
-            handle._writer.viewed(limit)  # noqa: SLF001
+            handle.viewed(limit)  # the model's writes are checked against this view
         view = view_of(
             state,
             limit,
@@ -276,7 +270,9 @@ class ScratchpadLayer:
         )
         if view.text is None:
             return None
-        return RecallResult(items=[_developer_message(view.text)], token_count=view.tokens)
+        return RecallResult(
+            items=[Message(role="developer", content=view.text)], token_count=view.tokens
+        )
 
     async def store(
         self,
@@ -431,22 +427,3 @@ def scratchpad(config: ScratchpadConfig | None = None, /, **options: Any) -> Scr
         except TypeError as exc:
             raise ScratchpadConfigError(f"{exc}; see ScratchpadConfig for the options") from None
     return ScratchpadLayer(config)
-
-
-_new_object = object.__new__
-_set = object.__setattr__
-_MESSAGE_FIELDS = frozenset(("role", "content"))
-
-
-def _developer_message(text: str) -> Message:
-    """``Message(role="developer", content=text)`` for the block a recall just rendered (a
-    ``str``, so nothing to validate), built as pydantic's validation builds it: the same
-    fields, ``model_fields_set`` and ``model_dump``, without its constructor's frames."""
-    if type(text) is not str:
-        return Message(role="developer", content=text)
-    message = _new_object(Message)
-    _set(message, "__dict__", {"type": "message", "role": "developer", "content": text})
-    _set(message, "__pydantic_fields_set__", set(_MESSAGE_FIELDS))
-    _set(message, "__pydantic_extra__", None)
-    _set(message, "__pydantic_private__", None)
-    return message

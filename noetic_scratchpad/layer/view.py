@@ -42,7 +42,7 @@ def view_of(
         advice=advice,
         name=name,
     )
-    if view.omitted_tokens > 0 and report:  # view.truncated, without the property's frame
+    if view.truncated and report:
         if scope_key is None:
             scope, scope_key = ctx.scope_of(scope)
         ctx.events.emit(

@@ -47,12 +47,12 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
 from .. import _runtime
-from .._runtime import Event, _asyncio, new_event
+from .._runtime import Event, new_event
 from ..context import ExecutionContext
 from ..errors import (
     ScratchpadConflictError,
@@ -134,8 +134,6 @@ class ScopeWriter:
         # The deadline of the loop this writer is made on (handles are made by the layer's
         # hooks, on the loop that runs them), resolved once.
         self._wait_for = _runtime.implementation().wait_for
-        # On asyncio, that deadline's steps taken here (see write).
-        self._bounded = _asyncio.bounded if self._wait_for is _asyncio.wait_for else None
         # ``storage.commit(STATE_KEY, ...)``, its key resolved once.
         self._commit = None if storage is None else storage.committer(STATE_KEY)
         # Whether a write must first ask whether the stored state expired (see .retention).
@@ -185,30 +183,18 @@ class ScopeWriter:
                 call_id,
                 expected_revision,
                 base,
-                self._limit if source == "tool" or source == "store" else None,  # see _view_limit
+                self._view_limit(source),
             )
             if self._commit is None:  # a host calling store without init: nothing to persist
                 attempt(Revision(base.state, base.revision))
                 revision, stored_at = None, base.revision  # its snapshots stay at the base's
             else:
-                pending = (
+                committed = await self._wait_for(
+                    self.pipeline.config.write_timeout,
                     self._commit(attempt, keep=attempt.keep)
                     if not self._expires and not isinstance(change, Revert)
-                    else self._expiring(self._commit, attempt, change, base.revision)
+                    else self._expiring(self._commit, attempt, change, base.revision),
                 )
-                timeout = self.pipeline.config.write_timeout
-                if self._bounded is None or timeout is None:
-                    committed = await self._wait_for(timeout, pending)
-                else:
-                    # _asyncio.wait_for's own steps, without its coroutine: the deadline is
-                    # armed only if the commit suspends (memory storage never does).
-                    steps = pending.__await__()
-                    try:
-                        yielded = steps.send(None)
-                    except StopIteration as done:
-                        committed = done.value
-                    else:
-                        committed = await self._bounded(steps, yielded, timeout)
                 revision = stored_at = committed.revision
         except BaseException as exc:
             if claim is not None:
@@ -228,19 +214,8 @@ class ScopeWriter:
         applied = change.applied if isinstance(change, Rewrite) else change
         if claim is not None:
             claim.finish(written.keys, revision)
-        ctx = self.ctx
-        ctx.events.emit(  # _emit_applied's work, a frame less on every write
-            update_applied(
-                self.layer_id,
-                self.scope_key,
-                self.scope,
-                ctx.execution_id,
-                source,
-                written.keys,
-                call_id,
-                revision,
-                claim is not None and claim.reused,
-            )
+        self._emit_applied(
+            source, call_id, written.keys, revision, claim is not None and claim.reused
         )
         return Written(applied, snapshot, True)
 
@@ -323,16 +298,18 @@ class ScopeWriter:
         reused_call_id: bool,
     ) -> None:
         self.ctx.events.emit(
-            update_applied(
-                self.layer_id,
-                self.scope_key,
-                self.scope,
-                self.ctx.execution_id,
-                source,
-                keys,
-                call_id,
-                revision,
-                reused_call_id,
+            _new_applied(
+                {
+                    "layer_id": self.layer_id,
+                    "scope_key": self.scope_key,
+                    "scope": self.scope,
+                    "execution_id": self.ctx.execution_id,
+                    "source": source,
+                    "keys": keys,
+                    "call_id": call_id,
+                    "revision": revision,
+                    "reused_call_id": reused_call_id,
+                }
             )
         )
 
@@ -482,17 +459,6 @@ class _Attempt:
             latest.record(self.scope, self.pipeline, snapshot)
         if keep == 0:
             return Commit(snapshot.state, None, snapshot.encoded, self.about)
-        undo = result.undo
-        if undo is not None:  # entry_of's entry, its undo noted by the merge
-            entry: dict[str, Any] = {
-                "source": self.source,
-                "keys": list(result.keys),
-                "update": change,
-            }
-            if self.call_id is not None:
-                entry["call_id"] = self.call_id
-            entry["undo"] = undo
-            return Commit(snapshot.state, entry, snapshot.encoded, self.about)
         entry = entry_of(
             source=self.source,
             call_id=self.call_id,
@@ -501,94 +467,15 @@ class _Attempt:
             stored=value,
             base=result.base,
             merged=not isinstance(change, Rewrite),
+            undo=result.undo,
         )
         return Commit(snapshot.state, entry, snapshot.encoded, self.about)
 
 
-_FIELDS_GIVEN = frozenset(
-    (
-        "layer_id",
-        "scope_key",
-        "scope",
-        "execution_id",
-        "source",
-        "keys",
-        "call_id",
-        "revision",
-        "reused_call_id",
-    )
-)
-_STR_ONLY = frozenset((str,))
-_new_object = object.__new__
-_set = object.__setattr__
-_validate_applied = UpdateApplied.__pydantic_validator__.validate_python
-
-
-def update_applied(
-    layer_id: str,
-    scope_key: str,
-    scope: Literal["thread", "resource"] | None,
-    execution_id: str | None,
-    source: WriteSource,
-    keys: tuple[str, ...],
-    call_id: str | None,
-    revision: int | None,
-    reused_call_id: bool,
-) -> UpdateApplied:
-    """``UpdateApplied(layer_id=..., ...)`` from values the library has already checked,
-    built without validating them again (its writer's, on every write): the same object,
-    fields, ``model_fields_set`` and ``model_dump`` as the validated construction, which
-    anything of another type than the fields' (never the library's own) still goes
-    through. Here, not in :mod:`..events`, so that a write enters no other module for it."""
-    if (
-        type(layer_id) is str
-        and type(scope_key) is str
-        and (scope == "thread" or scope == "resource" or scope is None)
-        and (execution_id is None or type(execution_id) is str)
-        and (source == "tool" or source == "api" or source == "store" or source == "revert")
-        and type(keys) is tuple
-        and set(map(type, keys)) <= _STR_ONLY  # C calls only: no generator frames
-        and (call_id is None or type(call_id) is str)
-        and (revision is None or type(revision) is int)
-        and type(reused_call_id) is bool
-    ):
-        event = _new_object(UpdateApplied)
-        _set(
-            event,
-            "__dict__",
-            {
-                "kind": "update_applied",
-                "layer_id": layer_id,
-                "scope_key": scope_key,
-                "scope": scope,
-                "execution_id": execution_id,
-                "at": time.time(),
-                "origin": None,
-                "source": source,
-                "keys": keys,
-                "call_id": call_id,
-                "revision": revision,
-                "reused_call_id": reused_call_id,
-            },
-        )
-        _set(event, "__pydantic_fields_set__", set(_FIELDS_GIVEN))
-        _set(event, "__pydantic_extra__", None)
-        _set(event, "__pydantic_private__", None)
-        return event
-    validated: UpdateApplied = _validate_applied(
-        {
-            "layer_id": layer_id,
-            "scope_key": scope_key,
-            "scope": scope,
-            "execution_id": execution_id,
-            "source": source,
-            "keys": keys,
-            "call_id": call_id,
-            "revision": revision,
-            "reused_call_id": reused_call_id,
-        }
-    )
-    return validated
+# The model's validator called directly: the same checks without ``BaseModel.__init__``'s
+# frame and keyword arguments (8k of the 160k instructions of a write on memory storage).
+# (Building the event without validation measured no faster: 1.54 against 1.50 µs.)
+_new_applied = UpdateApplied.__pydantic_validator__.validate_python
 
 
 def conflict(expected: int, actual: int) -> ScratchpadConflictError:

@@ -8,8 +8,6 @@ from collections.abc import Iterable
 from itertools import takewhile
 from typing import Any
 
-import orjson
-
 from .. import _json
 from .base import (
     Commit,
@@ -130,11 +128,7 @@ class MemoryStorage(StorageBackend):
         if commit.entry is not None and keep > 0:
             # Kept as text: orjson's bytes keep a buffer of 4 KB whatever their length, which
             # was 4 KB of memory for every journaled scope.
-            try:
-                text = orjson.dumps(commit.entry).decode()  # _json.dumps's common case
-            except orjson.JSONEncodeError:
-                text = _json.dumps(commit.entry).decode()  # integers past 64 bits
-            row = (revision, now, text)
+            row = (revision, now, _json.dumps(commit.entry).decode())
             # A list, oldest first, trimmed here: a deque's first block alone is 600 bytes,
             # and most scopes keep a few rows.
             journal = self._journals.setdefault(key, [])
