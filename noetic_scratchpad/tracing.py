@@ -94,25 +94,29 @@ UNSET: type = type(None) if _trace is None else _trace.ProxyTracerProvider
 # reads the same two facts directly: the provider OpenTelemetry holds, and the
 # environment's own mapping (``os.environ._data``, its encoded keys). Where either is not
 # where this version of Python or OpenTelemetry keeps it, it asks OpenTelemetry.
-_ENVIRON: Any = getattr(os.environ, "_data", None)
-_PROVIDER_KEY: Any = None
-_HOLDER: Any = None  # OpenTelemetry's module, which holds the provider set
-if _trace is not None and isinstance(_ENVIRON, dict) and hasattr(_trace, "_TRACER_PROVIDER"):
+#: The environment's own mapping, the key ``OTEL_PYTHON_TRACER_PROVIDER`` has in it, and
+#: OpenTelemetry's module holding the provider set (``HOLDER``: ``None`` where either is not
+#: where this version of Python or OpenTelemetry keeps it). The write path reads them too.
+ENVIRON: Any = getattr(os.environ, "_data", None)
+PROVIDER_KEY: Any = None
+HOLDER: Any = None
+if _trace is not None and isinstance(ENVIRON, dict) and hasattr(_trace, "_TRACER_PROVIDER"):
     try:
-        _PROVIDER_KEY = os.environ.encodekey(_trace.OTEL_PYTHON_TRACER_PROVIDER)  # type: ignore[attr-defined]
-        _HOLDER = _trace
+        PROVIDER_KEY = os.environ.encodekey(_trace.OTEL_PYTHON_TRACER_PROVIDER)  # type: ignore[attr-defined]
+        HOLDER = _trace
     except Exception:  # pragma: no cover - another layout: ask OpenTelemetry
-        _HOLDER = None
+        HOLDER = None
 
 
 def untraced() -> bool:
     """Whether a write or a read opens no span: no tracer provider set, which is what
-    ``isinstance(global_provider(), UNSET)`` answers."""
-    holder = _HOLDER
+    ``isinstance(global_provider(), UNSET)`` answers. (``ScratchpadHandle.apply`` makes
+    the same test inline: a call into this module on every write would be a hop more.)"""
+    holder = HOLDER
     if (
         holder is not None
         and holder._TRACER_PROVIDER is None  # noqa: SLF001 - what get_tracer_provider reads
-        and _PROVIDER_KEY not in _ENVIRON
+        and PROVIDER_KEY not in ENVIRON
     ):
         return True
     return isinstance(global_provider(), UNSET)

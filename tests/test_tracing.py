@@ -299,6 +299,54 @@ assert not any(name.startswith("opentelemetry") for name in sys.modules)
     assert done.stdout.split() == ["None", "1", "True"]
 
 
+_PROVIDER_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, os
+    from opentelemetry import trace
+    from noetic_scratchpad import scratchpad, tracing
+    from noetic_scratchpad.storage import MemoryStorage
+
+    async def main():
+        layer = scratchpad()
+        pad = await layer.open(MemoryStorage(), thread_id="t")
+        print(tracing.untraced())
+        if os.environ.get("SET_LATER"):  # the application names its provider late
+            os.environ["OTEL_PYTHON_TRACER_PROVIDER"] = os.environ["SET_LATER"]
+        await pad.update({"goal": "ship"})  # the write's own test loads it, or not
+        print(type(trace._TRACER_PROVIDER).__name__)
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, ["True", "NoneType"]),
+        ({"OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"}, ["False", "TracerProvider"]),
+        ({"SET_LATER": "sdk_tracer_provider"}, ["True", "TracerProvider"]),
+    ],
+)
+def test_whether_a_write_is_traced_follows_opentelemetrys_provider_and_environment(
+    env: dict[str, str], expected: list[str]
+) -> None:
+    """The write path asks whether a provider is set without OpenTelemetry's lookup of the
+    environment on every call, yet answers as ``get_tracer_provider`` would: no provider,
+    no span; ``OTEL_PYTHON_TRACER_PROVIDER`` set before or after the import loads one."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROVIDER_SCRIPT],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={**clean, **env},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == expected
+
+
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     backend: str = request.param

@@ -26,8 +26,15 @@ from .writer import Prepare, ScopeWriter, Written
 
 __all__ = ("ScratchpadHandle", "copy_state")
 
-# Bound once: None without opentelemetry; whether a write opens a span.
-_TRACER, _untraced = tracing.TRACER, tracing.untraced
+# Bound once: None without opentelemetry; what tells whether a write opens a span (see
+# tracing.untraced, whose test apply makes inline).
+_TRACER, _HOLDER, _ENVIRON, _PROVIDER_KEY = (
+    tracing.TRACER,
+    tracing.HOLDER,
+    tracing.ENVIRON,
+    tracing.PROVIDER_KEY,
+)
+_global_provider, _UNSET = tracing.global_provider, tracing.UNSET
 
 
 class ScratchpadHandle:
@@ -226,7 +233,15 @@ class ScratchpadHandle:
             expected_revision=expected_revision,
             prepare=prepare,
         )
-        if _TRACER is None or _untraced():
+        if (
+            _TRACER is None
+            or (
+                _HOLDER is not None
+                and _HOLDER._TRACER_PROVIDER is None  # noqa: SLF001 - as tracing.untraced
+                and _PROVIDER_KEY not in _ENVIRON
+            )
+            or isinstance(_global_provider(), _UNSET)
+        ):
             written = await write  # no opentelemetry, or no provider: no span
         else:
             written = await self._traced(write, source, prepare)
