@@ -31,7 +31,9 @@ from .helpers import TOKEN
 pytestmark = pytest.mark.slow
 
 LONG = 100_000
-#: An answer slower than this held the event loop: a header read in more than linear time.
+#: An answer that took more CPU than this held the event loop: a header read in more than
+#: linear time. CPU time of this process, not wall time: other processes' load on a shared
+#: machine stretched a session's answer to 1.00 s of wall time.
 SLOW = 1.0
 BEARER = f"Bearer {TOKEN}".encode()
 COOKIE = COOKIE_NAME.encode()
@@ -142,11 +144,11 @@ def _apps() -> Iterator[tuple[str, ScratchpadApp]]:
 
 @contextmanager
 def _no_slow_answer(failures: list[str], what: str) -> Iterator[None]:
-    began = time.perf_counter()
+    began = time.process_time()
     yield
-    seconds = time.perf_counter() - began
+    seconds = time.process_time() - began
     if seconds > SLOW:
-        failures.append(f"{what}: {seconds:.2f} s")
+        failures.append(f"{what}: {seconds:.2f} s of CPU")
 
 
 async def _fuzz(
