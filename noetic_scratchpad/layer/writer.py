@@ -383,13 +383,7 @@ class _Attempt:
     """A write's transition, which the backend runs on the latest stored state (again, if
     it retries). An object, not a closure: one allocation a write instead of a function
     and a cell for each name it would capture, which under many writers made the cyclic
-    collector run more often.
-
-    A backend whose commits run in a thread of their own may call :meth:`prepare` first,
-    on the event loop, with the row it last stored: when that is the base, the transition
-    runs there, while that thread does other work, and the backend's run takes its result
-    if it finds that very object still stored (else the transition runs as usual, on what
-    is stored)."""
+    collector run more often."""
 
     __slots__ = (
         "about",
@@ -401,7 +395,6 @@ class _Attempt:
         "keep",
         "latest",
         "pipeline",
-        "prepared",
         "produced",
         "scope",
         "seen",
@@ -433,46 +426,15 @@ class _Attempt:
         self.about = (source, call_id)  # announced to other processes with the write
         self.produced: Transition | None = None  # the last run's
         self.expired: int | None = None  # the stored revision the ttl expired, if any
-        # (stored value, transition, commit) made by prepare() from the base's state.
-        self.prepared: tuple[Any, Transition, Commit] | None = None
-
-    def prepare(self, stored: Revision) -> None:
-        """Run the transition now, if ``stored`` (the row the backend last stored, or
-        believes stored) is the base's very state, for :meth:`__call__` to take when it
-        finds that row still stored. Nothing is recorded or reported here: a refusal is
-        found again by the run on what is actually stored. Not for an expired state or a
-        revert (see :meth:`ScopeWriter._expiring`): those runs depend on more than it."""
-        base = self.base
-        if (
-            stored.value is not base.state
-            or stored.revision != base.revision
-            or self.expired is not None
-            or isinstance(self.change, Revert)
-        ):
-            return
-        try:
-            result, commit = self._transition(stored.value, stored.revision, base)
-        except Exception:  # (raised again by the run on the stored state, if it holds)
-            return
-        self.prepared = (stored.value, result, commit)
 
     def __call__(self, stored: Revision) -> Commit:
-        expected, latest = self.expected, self.latest
+        expected, change, latest = self.expected, self.change, self.latest
         if stored.revision == self.expired:  # as a deleted key: nothing stored
             stored = Revision(None, 0)
         revision = stored.revision
         if expected is not None and revision != expected:
             raise conflict(expected, revision)
         value = stored.value
-        prepared = self.prepared
-        # The very object the base came from (a backend hands on the object it stored),
-        # at the base's revision: the prepared transition is this one's result.
-        if prepared is not None and revision == self.base.revision and value is prepared[0]:
-            _, result, commit = prepared
-            self.produced = result
-            if latest is not None:
-                latest.record(self.scope, self.pipeline, result.snapshot)
-            return commit
         # What is known of the stored state: the base's, when no one wrote since (a
         # key's revisions never repeat); else what this process's last write of the
         # scope made, when that is what is stored.
@@ -481,17 +443,7 @@ class _Attempt:
             known = (
                 None if latest is None else latest.known(self.scope, self.pipeline, value, revision)
             )
-        result, commit = self._transition(value, revision, known)
-        self.produced = result
-        if latest is not None:
-            latest.record(self.scope, self.pipeline, result.snapshot)
-        return commit
-
-    def _transition(
-        self, value: Any, revision: int, known: Snapshot | None
-    ) -> tuple[Transition, Commit]:
-        """The transition from ``value`` stored at ``revision``, and its commit."""
-        change, keep = self.change, self.keep
+        keep = self.keep
         result = self.pipeline.transition(
             value,
             change,
@@ -501,9 +453,12 @@ class _Attempt:
             seen=self.seen,
             journal=keep != 0,
         )
+        self.produced = result
         snapshot = result.snapshot
+        if latest is not None:
+            latest.record(self.scope, self.pipeline, snapshot)
         if keep == 0:
-            return result, Commit(snapshot.state, None, snapshot.encoded, self.about)
+            return Commit(snapshot.state, None, snapshot.encoded, self.about)
         entry = entry_of(
             source=self.source,
             call_id=self.call_id,
@@ -514,7 +469,7 @@ class _Attempt:
             merged=not isinstance(change, Rewrite),
             undo=result.undo,
         )
-        return result, Commit(snapshot.state, entry, snapshot.encoded, self.about)
+        return Commit(snapshot.state, entry, snapshot.encoded, self.about)
 
 
 # The model's validator called directly: the same checks without ``BaseModel.__init__``'s

@@ -296,11 +296,6 @@ class SqliteWriter:
         """Where the worker runs."""
         self._worker = self.tasks.worker(self._work)
 
-    def last_committed(self, key: str) -> Revision | None:
-        """The row this writer's last transaction committed for ``key``, if it keeps it
-        (read on the event loop: one dict lookup, safe while the thread changes it)."""
-        return self._recent.get(key)
-
     def __len__(self) -> int:
         """1 while a worker runs (jobs queued or in a transaction), else 0."""
         return int(self._working)
@@ -800,15 +795,6 @@ class SqliteWrites:
     async def commit(self, key: str, fn: CommitFn, *, keep: int) -> Revision:
         if self._closed:
             raise self._closed_error()
-        # A commit function may offer to do its work now, on the event loop, on the row
-        # this writer last committed for the key (the layer's does: see
-        # layer.writer._Attempt), while the writer's thread runs the SQL of other writes;
-        # its run in the transaction then only checks that the row is still that one.
-        prepare = getattr(fn, "prepare", None)
-        if prepare is not None:
-            last = self._writer.last_committed(key)
-            if last is not None:
-                prepare(last)
         revision: Revision = await self._writer.submit(CommitJob(key, fn, keep, False))
         return revision
 
