@@ -42,7 +42,7 @@ import builtins
 import os
 import random
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +74,15 @@ from ..base import (
     journal_limit,
 )
 from ..notices import ChangeNotice, encode_notice, process_origin
-from .failures import NOT_WRITTEN, UNCHANGED, UNCONFIRMED, translated_errors
+from .failures import (
+    CLIENT_ERRORS,
+    NOT_WRITTEN,
+    UNCHANGED,
+    UNCONFIRMED,
+    storage_error,
+    translated_errors,
+)
+from .group import Member, Rounds
 from .listener import listen
 from .options import RedisSettings, parse_redis_url
 from .script import COMPARE_AND_SET
@@ -84,6 +92,10 @@ __all__ = ("RedisStorage",)
 _CLOSE_TIMEOUT = 10.0
 #: How long a write keeps retrying while writers in other processes keep changing its key.
 _CONFLICT_BUDGET = 30.0
+#: How many rounds of writes are in flight at a time before the next keys' wait to share one.
+_ROUNDS = 2
+#: A compare-and-set whose reply is lost: its outcome, and the error that says so.
+_CAS_UNKNOWN = (UNCONFIRMED, StorageOutcomeUnknownError)
 _FIELDS = (b"value", b"revision", b"at")
 
 
@@ -129,6 +141,7 @@ class RedisStorage(StorageBackend):
         self._batcher: KeyedBatcher[str, _Job, Any] = KeyedBatcher(
             self._run_batch, max_batch=max_batch
         )
+        self._rounds = Rounds(self._write_alone, self._write_group, limit=_ROUNDS)
         self.tasks = self._batcher.tasks
         """Where the writes run: an object owning this backend may lend them its task
         group (``with backend.tasks.hosted_by(group):``)."""
@@ -366,19 +379,25 @@ class RedisStorage(StorageBackend):
         outcome = UNCHANGED if action == "read" else NOT_WRITTEN
         with translated_errors(self.settings, what, outcome):
             self._check_open()
-            value_key = self._value_key(key)
             if not limit and above is None:
-                answers = [await self._client.hmget(value_key, _FIELDS)]
+                answers = [await self._client.hmget(self._value_key(key), _FIELDS)]
             else:
                 async with self._client.pipeline(transaction=True) as pipe:
-                    pipe.hmget(value_key, _FIELDS)
-                    if above is not None:
-                        pipe.zrevrangebyscore(self._journal_key(key), "+inf", f"({above}")
-                    else:
-                        stop = -1 if limit >= MAX_JOURNAL_LIMIT else limit - 1
-                        pipe.zrevrange(self._journal_key(key), 0, stop)
+                    self._queue_read(pipe, key, limit, above)
                     answers = await pipe.execute()
         return self._decode(key, answers)
+
+    def _queue_read(self, pipe: Any, key: str, limit: int, above: int | None) -> int:
+        """Queue on ``pipe`` the reads of :meth:`_read`; returns how many answers they give."""
+        pipe.hmget(self._value_key(key), _FIELDS)
+        if above is not None:
+            pipe.zrevrangebyscore(self._journal_key(key), "+inf", f"({above}")
+        elif limit:
+            stop = -1 if limit >= MAX_JOURNAL_LIMIT else limit - 1
+            pipe.zrevrange(self._journal_key(key), 0, stop)
+        else:
+            return 1
+        return 2
 
     def _decode(self, key: str, answers: builtins.list[Any]) -> _Stored:
         value, revision, _at = answers[0]
@@ -392,24 +411,21 @@ class RedisStorage(StorageBackend):
         return _Stored(current, number, rows)
 
     async def _run_batch(self, key: str, jobs: builtins.list[_Job]) -> builtins.list[Any]:
+        """Run ``jobs`` on ``key``: at once, or with other keys' batches (see :mod:`.group`)."""
+        return await self._rounds.run(key, jobs)
+
+    async def _write_alone(self, key: str, jobs: Sequence[_Job]) -> builtins.list[Any]:
         """Run ``jobs`` on ``key`` and write their result with one compare-and-set,
         reading again and rerunning them while another writer gets there first."""
-        wanted = [job.after for job in jobs if job.after is not None]
-        above = min(wanted) if wanted else None
+        above = _lowest_after(jobs)
         deadline = time.monotonic() + _CONFLICT_BUDGET
         for attempt in range(1_000_000):
             stored = await self._read(key, "update", above=above)
             outcomes, write = _apply(jobs, stored)
             if write is None:
                 return outcomes  # every job failed: nothing to write
-            # The token tells this attempt's write from any other of the same revision.
-            token = os.urandom(8).hex()
-            args: builtins.list[Any] = [stored.revision, int(stored.current is not None), token]
-            keys = [self._value_key(key), self._journal_key(key), self._index]
-            what = f"compare-and-set of an update of {key!r}"
-            with translated_errors(self.settings, what, UNCONFIRMED, StorageOutcomeUnknownError):
-                announced = self._notices(key, write)
-                if await self._cas(keys=keys, args=[*args, *_encoded(key, write, announced)]):
+            with translated_errors(self.settings, _cas_what(key), *_CAS_UNKNOWN):
+                if await self._cas(*self._cas_call(key, stored, write)):
                     return outcomes
             if time.monotonic() > deadline:
                 break
@@ -421,6 +437,77 @@ class RedisStorage(StorageBackend):
             "retry"
         )
 
+    async def _write_group(self, members: builtins.list[Member]) -> None:
+        """Run the batches of ``members`` (distinct keys) with one read of them all and one
+        pipeline of their compare-and-sets; finish each member with its outcomes, its own
+        error, or as to run again alone (another writer got there first)."""
+        self._check_open()
+        counts = []
+        try:
+            async with self._client.pipeline(transaction=True) as pipe:
+                for member in members:
+                    counts.append(self._queue_read(pipe, member.key, 0, _lowest_after(member.jobs)))
+                answers = await pipe.execute()
+        except CLIENT_ERRORS as exc:
+            for member in members:
+                what = f"update of {member.key!r}"
+                member.finish(storage_error(self.settings, what, exc, NOT_WRITTEN))
+            return
+        written: builtins.list[tuple[Member, builtins.list[Any]]] = []
+        async with self._client.pipeline(transaction=False) as pipe:
+            start = 0
+            for member, count in zip(members, counts, strict=True):
+                reply, start = answers[start : start + count], start + count
+                try:
+                    stored = self._decode(member.key, reply)
+                except StorageCorruptError as exc:
+                    member.finish(exc)
+                    continue
+                outcomes, write = _apply(member.jobs, stored)
+                if write is None:
+                    member.finish(outcomes)  # every job failed: nothing to write
+                    continue
+                keys, args = self._cas_call(member.key, stored, write)
+                pipe.evalsha(self._cas.sha, len(keys), *keys, *args)
+                written.append((member, outcomes))
+            if not written:
+                return
+            try:
+                results = await pipe.execute(raise_on_error=False)
+            except CLIENT_ERRORS as exc:
+                for member, _ in written:
+                    what = _cas_what(member.key)
+                    member.finish(storage_error(self.settings, what, exc, *_CAS_UNKNOWN))
+                return
+        for (member, outcomes), result in zip(written, results, strict=True):
+            if isinstance(result, redis.exceptions.NoScriptError) or result == 0:
+                member.finish(alone=True)  # not run, or another write came first: read again
+            elif isinstance(result, BaseException):
+                what = _cas_what(member.key)
+                member.finish(storage_error(self.settings, what, result, *_CAS_UNKNOWN))
+            else:
+                member.finish(outcomes)
+
+    def _cas_call(
+        self, key: str, stored: _Stored, write: tuple[Any, ...]
+    ) -> tuple[builtins.list[bytes], builtins.list[Any]]:
+        """The compare-and-set's keys and arguments that write ``write`` over ``stored``."""
+        # The token tells this attempt's write from any other of the same revision.
+        token = os.urandom(8).hex()
+        args: builtins.list[Any] = [stored.revision, int(stored.current is not None), token]
+        keys = [self._value_key(key), self._journal_key(key), self._index]
+        return keys, [*args, *_encoded(key, write, self._notices(key, write))]
+
+
+def _lowest_after(jobs: Sequence[_Job]) -> int | None:
+    """The lowest revision whose later journal rows a job asks for (``None``: none)."""
+    wanted = [job.after for job in jobs if job.after is not None]
+    return min(wanted) if wanted else None
+
+
+def _cas_what(key: str) -> str:
+    return f"compare-and-set of an update of {key!r}"
+
 
 def _row(member: bytes) -> JournalRow:
     revision, at, entry = decode_json(member)
@@ -428,7 +515,7 @@ def _row(member: bytes) -> JournalRow:
 
 
 def _apply(
-    jobs: builtins.list[_Job], stored: _Stored
+    jobs: Sequence[_Job], stored: _Stored
 ) -> tuple[builtins.list[Any], tuple[Any, ...] | None]:
     """Run the jobs in order, each on the result of the last one that worked. Returns one
     outcome per job, and what to write: ``(revision, value text, time, rows)`` where rows
