@@ -33,7 +33,9 @@ script runs, and it runs whole or not at all.
 
 In one process the writes of a key go through a :class:`~noetic_scratchpad.locks.
 KeyedBatcher`: those queued behind a running write share the next compare-and-set, so
-a hundred tasks on one scope do not retry against each other.
+a hundred tasks on one scope do not retry against each other; and the batches of many
+keys queued while earlier writes are in flight share one read and one pipeline of
+compare-and-sets (:mod:`.group`).
 """
 
 from __future__ import annotations
@@ -138,10 +140,11 @@ class RedisStorage(StorageBackend):
         self._closed = False
         self._index = f"{settings.prefix}index".encode()
         self._cas = client.register_script(COMPARE_AND_SET)
-        self._batcher: KeyedBatcher[str, _Job, Any] = KeyedBatcher(
-            self._run_batch, max_batch=max_batch
-        )
+        # A key's batch runs at once, or with other keys' batches (see :mod:`.group`).
         self._rounds = Rounds(self._write_alone, self._write_group, limit=_ROUNDS)
+        self._batcher: KeyedBatcher[str, _Job, Any] = KeyedBatcher(
+            self._rounds.run, max_batch=max_batch
+        )
         self.tasks = self._batcher.tasks
         """Where the writes run: an object owning this backend may lend them its task
         group (``with backend.tasks.hosted_by(group):``)."""
@@ -409,10 +412,6 @@ class RedisStorage(StorageBackend):
         except (ValueError, RecursionError, TypeError) as exc:
             raise StorageCorruptError.unreadable(where, exc) from exc
         return _Stored(current, number, rows)
-
-    async def _run_batch(self, key: str, jobs: builtins.list[_Job]) -> builtins.list[Any]:
-        """Run ``jobs`` on ``key``: at once, or with other keys' batches (see :mod:`.group`)."""
-        return await self._rounds.run(key, jobs)
 
     async def _write_alone(self, key: str, jobs: Sequence[_Job]) -> builtins.list[Any]:
         """Run ``jobs`` on ``key`` and write their result with one compare-and-set,
