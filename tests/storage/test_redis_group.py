@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from noetic_scratchpad._runtime import new_event
-from noetic_scratchpad.errors import StorageCorruptError
+from noetic_scratchpad.errors import StorageCorruptError, StorageError
 from noetic_scratchpad.storage.base import Commit, Revision
 from noetic_scratchpad.storage.redis import RedisStorage
 from noetic_scratchpad.storage.redis.group import Member
@@ -176,6 +176,21 @@ async def test_a_failing_key_fails_alone(storage: RedisStorage) -> None:
     assert {KEYS[-2], KEYS[-1]} <= set(spy.groups[0])
     assert spy.alone == KEYS[:2]  # neither failure ran again
     assert await storage.get_revision(KEYS[-2]) == Revision(0, 1)
+
+
+async def test_a_key_the_server_refuses_to_read_fails_alone(storage: RedisStorage) -> None:
+    for key in KEYS:
+        await storage.set(key, 0)
+    await storage._client.delete(storage._value_key(KEYS[-1]))
+    await storage._client.set(storage._value_key(KEYS[-1]), b"a string, not a hash")
+    spy = Spy(storage)
+    results = await write_all(storage, dict.fromkeys(KEYS, add_one))
+    assert isinstance(results[-1], StorageError)
+    assert "WRONGTYPE" in str(results[-1])
+    assert "nothing was written" in str(results[-1])
+    assert results[:-1] == [Revision(1, 2)] * (len(KEYS) - 1)
+    assert KEYS[-1] in spy.groups[0]
+    assert spy.alone[2:] == [KEYS[-1]]  # its error is the one it has alone
 
 
 async def test_a_script_the_server_does_not_know_runs_alone_and_is_loaded(

@@ -446,7 +446,7 @@ class RedisStorage(StorageBackend):
             async with self._client.pipeline(transaction=True) as pipe:
                 for member in members:
                     counts.append(self._queue_read(pipe, member.key, 0, _lowest_after(member.jobs)))
-                answers = await pipe.execute()
+                answers = await pipe.execute(raise_on_error=False)
         except CLIENT_ERRORS as exc:
             for member in members:
                 what = f"update of {member.key!r}"
@@ -457,6 +457,9 @@ class RedisStorage(StorageBackend):
             start = 0
             for member, count in zip(members, counts, strict=True):
                 reply, start = answers[start : start + count], start + count
+                if any(isinstance(answer, Exception) for answer in reply):
+                    member.finish(alone=True)  # e.g. a key of another type: its own error
+                    continue
                 try:
                     stored = self._decode(member.key, reply)
                 except StorageCorruptError as exc:
