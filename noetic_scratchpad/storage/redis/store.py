@@ -441,11 +441,16 @@ class RedisStorage(StorageBackend):
         pipeline of their compare-and-sets; finish each member with its outcomes, its own
         error, or as to run again alone (another writer got there first)."""
         self._check_open()
-        counts = []
+        aboves = [_lowest_after(member.jobs) for member in members]
+        # A key's hash and journal are read in one instant (MULTI/EXEC); hashes alone need
+        # no transaction: each HMGET is one, and each key's CAS checks its own revision.
+        transaction = any(above is not None for above in aboves)
         try:
-            async with self._client.pipeline(transaction=True) as pipe:
-                for member in members:
-                    counts.append(self._queue_read(pipe, member.key, 0, _lowest_after(member.jobs)))
+            async with self._client.pipeline(transaction=transaction) as pipe:
+                counts = [
+                    self._queue_read(pipe, member.key, 0, above)
+                    for member, above in zip(members, aboves, strict=True)
+                ]
                 answers = await pipe.execute(raise_on_error=False)
         except CLIENT_ERRORS as exc:
             for member in members:
