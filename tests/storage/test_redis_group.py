@@ -1,4 +1,4 @@
-"""Rounds across keys on Redis (storage/redis/group.py): the batches of many keys queued
+"""Rounds across keys on Redis (storage/grouping.py): the batches of many keys queued
 while earlier writes are in flight share one read and one pipeline of compare-and-sets,
 and each key keeps its own rules: its revisions, journal rows and trim; a key another
 writer changed in between runs again alone; a key that fails fails alone."""
@@ -16,8 +16,8 @@ import pytest_asyncio
 from noetic_scratchpad._runtime import new_event
 from noetic_scratchpad.errors import StorageCorruptError, StorageError
 from noetic_scratchpad.storage.base import Commit, Revision
+from noetic_scratchpad.storage.grouping import Member
 from noetic_scratchpad.storage.redis import RedisStorage
-from noetic_scratchpad.storage.redis.group import Member
 from noetic_scratchpad.storage.redis.store import _Job
 from tests.conftest import redis_test_url, require_redis
 

@@ -1,187 +1,54 @@
 """Group commit: the writes of many keys queued at once share one transaction.
 
-Each key's writes are already combined per key (:mod:`.writer`, through the store's
-``KeyedBatcher``); this module combines the batches of different keys. At most ``limit``
-transactions of writes run at a time (:data:`CONCURRENT`, or the pool's size if smaller): a
-batch that arrives while they all run waits, and the next transaction to start takes every
-batch waiting by then. Batches that have waited :data:`HOLD_SECONDS` start a transaction
-anyway (those running may wait for row locks that another process holds), so that no key
-waits long for another key's lock. (100 writers on 100 scopes: with 2 transactions at a time this
+The store groups the batches of different keys with :class:`..grouping.GroupedWrites`: at
+most :data:`CONCURRENT` transactions of writes run at a time (or the pool's size if
+smaller), and batches that have waited :data:`HOLD_SECONDS` start a transaction anyway
+(those running may wait for row locks that another process holds), so that no key waits long
+for another key's lock. (100 writers on 100 scopes: with 2 transactions at a time this
 process spends 174-215 us of CPU per update, with 10 at a time 237-281, with 1 170-178 but
-the server's round trips no longer overlap its work.) A
-transaction of one key is :func:`.writer.update_row`, the round trips of one write; one of
-many keys (:func:`update_rows`) costs the same five round trips for all of them: BEGIN, one
-statement locking every row, one statement writing every row with its journal rows and
-trim, COMMIT, then one notice statement. Under load the round trips, the commits (each a
-flush of the server's log) and this process's work per statement are shared by the keys.
+the server's round trips no longer overlap its work.) A transaction of one key is
+:func:`.writer.update_row`, the round trips of one write; one of many keys
+(:func:`update_rows`) costs the same five round trips for all of them: BEGIN, one statement
+locking every row, one statement writing every row with its journal rows and trim, COMMIT,
+then one notice statement. Under load the round trips, the commits (each a flush of the
+server's log) and this process's work per statement are shared by the keys.
 
 Each key keeps its own rules: its row is locked from the read to the commit, its revision
 goes up by one per write, its journal rows and trim are written with its state, and its
 writes are announced after the commit. The rows are locked with ``SKIP LOCKED``: a row
 another transaction holds, or a key without a row, is left out of the group, and its batch
-runs alone (:func:`.writer.update_row`), waiting for the lock or creating the row as
-before; so a group never waits for a row lock, and keys never wait for each other's locks.
-A statement of the group that fails (a row that cannot be read, a value the server
-refuses) rolls the group back and runs each batch alone, so that the failure is its own
-key's (its ``fn`` runs again, on the state read then, as a retry would). A connection lost
-during the group's COMMIT fails every key of it with
+runs alone (:func:`.writer.update_row`), waiting for the lock or creating the row as before;
+so a group never waits for a row lock, and keys never wait for each other's locks. A
+statement of the group that fails (a row that cannot be read, a value the server refuses)
+rolls the group back and runs each batch alone, so that the failure is its own key's (its
+``fn`` runs again, on the state read then, as a retry would). A connection lost during the
+group's COMMIT fails every key of it with
 :class:`~noetic_scratchpad.errors.StorageOutcomeUnknownError`, as it would one key.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
-from ..._runtime import Event, new_event
 from ...errors import StorageOutcomeUnknownError
-from ...locks import WorkAbandoned
 from ..base import Revision
+from ..grouping import Member
 from ..notices import ChangeNotice
 from .failures import CONNECTION_LOST, UNCONFIRMED, action_text, storage_error
 from .options import PostgresSettings
 from .table import TableSql
-from .writer import CommitJob, _apply, _Outcome, announce
+from .writer import _apply, _Outcome, announce
 
-__all__ = ("GroupCommits", "update_rows")
-
-#: The most keys one transaction writes.
-MAX_GROUP = 256
+__all__ = ("CONCURRENT", "HOLD_SECONDS", "update_rows")
 
 #: How many transactions of writes run at a time, at most (but see HOLD_SECONDS).
 CONCURRENT = 2
 
 #: How long batches wait before a transaction starts for them anyway.
 HOLD_SECONDS = 0.02
-
-
-@dataclass(eq=False, slots=True)
-class Member:
-    """One key's batch in a group; ``alone``: it is to run in a transaction of its own."""
-
-    key: str
-    jobs: Sequence[CommitJob]
-    woken: Event
-    lead: bool = False  # woken to start the next transaction
-    finished: bool = False
-    outcome: Any = None  # the jobs' outcomes, or the exception that fails them all
-    alone: bool = False
-
-    def finish(self, outcome: Any = None, *, alone: bool = False) -> None:
-        self.outcome, self.alone, self.finished = outcome, alone, True
-
-
-RunOne = Callable[[str, Sequence[CommitJob]], Awaitable[list[Any]]]
-RunMany = Callable[[list[Member]], Awaitable[None]]
-
-
-class GroupCommits:
-    """Runs each key's batch in a transaction of its own when the writers keep up, and the
-    batches queued while ``limit`` transactions run in one transaction together."""
-
-    def __init__(self, run_one: RunOne, run_many: RunMany, *, limit: int) -> None:
-        self._run_one = run_one
-        self._run_many = run_many
-        self.limit = max(1, limit)
-        self._running = 0
-        self._waiting: deque[Member] = deque()
-        self._overdue: asyncio.TimerHandle | None = None
-
-    async def run(self, key: str, jobs: Sequence[CommitJob]) -> list[Any]:
-        """The outcomes of ``jobs`` on ``key``, once committed (or the exception failing
-        them all, raised)."""
-        if self._running < self.limit:  # nothing waits: a transaction of its own, now
-            self._running += 1
-            try:
-                return await self._run_one(key, jobs)
-            finally:
-                self._running -= 1
-                self._wake_next()
-        member = Member(key, jobs, new_event())
-        self._waiting.append(member)
-        if self._overdue is None:
-            self._overdue = asyncio.get_running_loop().call_later(HOLD_SECONDS, self._start_late)
-        try:
-            await member.woken.wait()
-        except BaseException:
-            if not member.finished:
-                with suppress(ValueError):
-                    self._waiting.remove(member)
-                if member.lead:  # the transaction it was to start starts elsewhere
-                    self._running -= 1
-                    self._wake_next()
-                self._disarm()
-            raise
-        if not member.finished:
-            await self._lead(member)
-        return await self._result(member)
-
-    async def _lead(self, member: Member) -> None:
-        """Run ``member`` with the batches waiting now, in one transaction."""
-        group = [member]
-        try:
-            while self._waiting and len(group) < MAX_GROUP:
-                group.append(self._waiting.popleft())
-            self._disarm()
-            if len(group) == 1:
-                member.finish(await self._run_one(member.key, member.jobs))
-            else:
-                await self._run_many(group)
-        except Exception as exc:
-            for one in group:
-                if not one.finished:
-                    one.finish(exc)
-        finally:
-            for one in group:
-                if not one.finished:  # cancelled: the loop is closing
-                    one.finish(_abandoned())
-                if one is not member:
-                    one.woken.set()
-            self._running -= 1
-            self._wake_next()
-
-    def _start(self, first: Member) -> None:
-        first.lead = True
-        self._running += 1
-        first.woken.set()
-
-    def _wake_next(self) -> None:
-        if self._waiting and self._running < self.limit:
-            self._start(self._waiting.popleft())
-
-    def _start_late(self) -> None:
-        """The batches have waited :data:`HOLD_SECONDS`: the transactions running (waiting
-        for row locks another process holds, say) are not to hold them up any longer."""
-        self._overdue = None
-        if self._waiting:
-            self._start(self._waiting.popleft())
-            self._disarm()
-
-    def _disarm(self) -> None:
-        """No batch waits: no late start is due. (Else one is, from now.)"""
-        if self._overdue is not None:
-            self._overdue.cancel()
-            self._overdue = None
-        if self._waiting:
-            self._overdue = asyncio.get_running_loop().call_later(HOLD_SECONDS, self._start_late)
-
-    async def _result(self, member: Member) -> list[Any]:
-        if member.alone:
-            return await self._run_one(member.key, member.jobs)
-        if isinstance(member.outcome, BaseException):
-            raise member.outcome
-        outcomes: list[Any] = member.outcome
-        return outcomes
-
-
-def _abandoned() -> WorkAbandoned:
-    return WorkAbandoned("the write was abandoned: its event loop is shutting down")
 
 
 async def update_rows(

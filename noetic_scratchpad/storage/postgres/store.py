@@ -34,11 +34,12 @@ from ..base import (
     UpdateFn,
     journal_limit,
 )
+from ..grouping import GroupedWrites, Member
 from ..notices import ChangeNotice, process_origin
 from .codec import decode_text, encode
 from .connection import create_pool, pooled_connection
 from .failures import DRIVER_ERRORS, ROLLED_BACK, UNCHANGED, UNCONFIRMED, storage_error
-from .group import CONCURRENT, GroupCommits, Member, update_rows
+from .group import CONCURRENT, HOLD_SECONDS, update_rows
 from .journal import decode_journal
 from .listener import listen
 from .options import PostgresSettings, parse_postgres_url
@@ -73,8 +74,11 @@ class PostgresStorage(StorageBackend):
         self._batcher: KeyedBatcher[str, CommitJob, Any] = KeyedBatcher(
             self._run_batch, max_batch=max_batch
         )
-        self._groups = GroupCommits(
-            self._run_alone, self._run_group, limit=min(CONCURRENT, settings.max_size)
+        self._groups = GroupedWrites(
+            self._run_alone,
+            self._run_group,
+            limit=min(CONCURRENT, settings.max_size),
+            hold=HOLD_SECONDS,
         )
         self.tasks = self._batcher.tasks
         """Where the writes run: an object owning this backend may lend them its task

@@ -35,7 +35,7 @@ In one process the writes of a key go through a :class:`~noetic_scratchpad.locks
 KeyedBatcher`: those queued behind a running write share the next compare-and-set, so
 a hundred tasks on one scope do not retry against each other; and the batches of many
 keys queued while earlier writes are in flight share one read and one pipeline of
-compare-and-sets (:mod:`.group`).
+compare-and-sets (:mod:`..grouping`).
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ from ..base import (
     encode_json,
     journal_limit,
 )
+from ..grouping import GroupedWrites, Member
 from ..notices import ChangeNotice, encode_notice, process_origin
 from .failures import (
     CLIENT_ERRORS,
@@ -84,7 +85,6 @@ from .failures import (
     storage_error,
     translated_errors,
 )
-from .group import Member, Rounds
 from .listener import listen
 from .options import RedisSettings, parse_redis_url
 from .script import COMPARE_AND_SET
@@ -140,8 +140,8 @@ class RedisStorage(StorageBackend):
         self._closed = False
         self._index = f"{settings.prefix}index".encode()
         self._cas = client.register_script(COMPARE_AND_SET)
-        # A key's batch runs at once, or with other keys' batches (see :mod:`.group`).
-        self._rounds = Rounds(self._write_alone, self._write_group, limit=_ROUNDS)
+        # A key's batch runs at once, or with other keys' batches (see :mod:`..grouping`).
+        self._rounds = GroupedWrites(self._write_alone, self._write_group, limit=_ROUNDS)
         self._batcher: KeyedBatcher[str, _Job, Any] = KeyedBatcher(
             self._rounds.run, max_batch=max_batch
         )
