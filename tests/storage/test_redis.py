@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from noetic_scratchpad import open_storage
 from noetic_scratchpad.errors import StorageConfigError, StorageCorruptError, StorageError
@@ -18,17 +16,6 @@ from noetic_scratchpad.storage.redis import RedisStorage
 from tests.conftest import REDIS_URL, redis_test_url, require_redis
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest_asyncio.fixture
-async def storage() -> AsyncIterator[RedisStorage]:
-    require_redis()
-    backend = await RedisStorage.open(redis_test_url())
-    try:
-        yield backend
-    finally:
-        await backend.aclose()
-        await backend.drop_keys()
 
 
 async def test_the_password_is_never_shown(caplog: pytest.LogCaptureFixture) -> None:
@@ -59,24 +46,24 @@ async def test_bad_options_are_config_errors() -> None:
 
 
 async def test_a_value_another_program_wrote_is_corrupt_for_that_key_only(
-    storage: RedisStorage,
+    redis_storage: RedisStorage,
 ) -> None:
     """A value that is not JSON text fails every read and write of its key with
     StorageCorruptError; the listing still shows it, other keys work, delete clears it."""
-    await storage.set("good", {"n": 1})
-    await storage.set("bad", {"n": 1})
-    client = storage._client
-    await client.hset(storage._value_key("bad"), "value", b'{"goal": ')
+    await redis_storage.set("good", {"n": 1})
+    await redis_storage.set("bad", {"n": 1})
+    client = redis_storage._client
+    await client.hset(redis_storage._value_key("bad"), "value", b'{"goal": ')
     with pytest.raises(StorageCorruptError, match="'bad'"):
-        await storage.get("bad")
+        await redis_storage.get("bad")
     with pytest.raises(StorageCorruptError):
-        await storage.update("bad", lambda value: value)
-    assert await storage.list() == ["bad", "good"]
-    assert await storage.get("good") == {"n": 1}
-    await storage.delete("bad")
-    assert await storage.update("bad", lambda value: value) is None
+        await redis_storage.update("bad", lambda value: value)
+    assert await redis_storage.list() == ["bad", "good"]
+    assert await redis_storage.get("good") == {"n": 1}
+    await redis_storage.delete("bad")
+    assert await redis_storage.update("bad", lambda value: value) is None
     # Above the revision the key had when it was deleted: revisions never repeat.
-    assert (await storage.get_revision("bad")).revision == 2
+    assert (await redis_storage.get_revision("bad")).revision == 2
 
 
 async def test_prefixes_keep_stores_apart_even_with_glob_characters() -> None:
@@ -103,21 +90,21 @@ async def test_prefixes_keep_stores_apart_even_with_glob_characters() -> None:
 
 
 async def test_a_retried_compare_and_set_reports_the_write_that_landed(
-    storage: RedisStorage,
+    redis_storage: RedisStorage,
 ) -> None:
     """The script run twice with the same arguments (a client's retry after a lost reply)
     answers that the write landed, and writes nothing more."""
-    await storage.set("k", "old")
-    keys = [storage._value_key("k"), storage._journal_key("k"), storage._index]
-    # No channel, no notice (see storage/redis/script.py), then one journal row.
+    await redis_storage.set("k", "old")
+    keys = [redis_storage._value_key("k"), redis_storage._journal_key("k"), redis_storage._index]
+    # No channel, no notice (see redis_storage/redis/script.py), then one journal row.
     args = [1, 1, "token-1", 2, b'"new"', "1.5", "k", "", 0, 2, b'[2,1.5,"e"]', 5]
-    assert await storage._cas(keys=keys, args=args) == 1
-    assert await storage._cas(keys=keys, args=args) == 1
-    assert await storage.get_revision("k") == Revision("new", 2)
-    assert len(await storage.journal("k", limit=10)) == 1
+    assert await redis_storage._cas(keys=keys, args=args) == 1
+    assert await redis_storage._cas(keys=keys, args=args) == 1
+    assert await redis_storage.get_revision("k") == Revision("new", 2)
+    assert len(await redis_storage.journal("k", limit=10)) == 1
     # Another token at the same revision is another write: refused.
     other = [1, 1, "token-2", 2, b'"other"', "1.5", "k", "", 0]
-    assert await storage._cas(keys=keys, args=other) == 0
+    assert await redis_storage._cas(keys=keys, args=other) == 0
 
 
 async def test_two_clients_racing_on_one_key_lose_nothing() -> None:

@@ -6,12 +6,11 @@ writer changed in between runs again alone; a key that fails fails alone."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from noetic_scratchpad._runtime import new_event
 from noetic_scratchpad.errors import StorageCorruptError, StorageError
@@ -19,22 +18,10 @@ from noetic_scratchpad.storage.base import Commit, Revision
 from noetic_scratchpad.storage.grouping import Member
 from noetic_scratchpad.storage.redis import RedisStorage
 from noetic_scratchpad.storage.redis.store import _Job
-from tests.conftest import redis_test_url, require_redis
 
 pytestmark = pytest.mark.asyncio
 
 KEYS = [f"k{i}" for i in range(20)]
-
-
-@pytest_asyncio.fixture
-async def storage() -> AsyncIterator[RedisStorage]:
-    require_redis()
-    backend = await RedisStorage.open(redis_test_url())
-    try:
-        yield backend
-    finally:
-        await backend.aclose()
-        await backend.drop_keys()
 
 
 class Spy:
@@ -75,28 +62,28 @@ async def write_all(storage: RedisStorage, commits: dict[str, Any], keep: int = 
 
 
 async def test_the_writes_of_many_keys_share_a_round_and_keep_each_keys_journal(
-    storage: RedisStorage,
+    redis_storage: RedisStorage,
 ) -> None:
     for key in KEYS:
-        await storage.commit(key, entry_commit(-1), keep=2)
-    spy = Spy(storage)
+        await redis_storage.commit(key, entry_commit(-1), keep=2)
+    spy = Spy(redis_storage)
     for n in range(3):
-        results = await write_all(storage, {key: entry_commit(n) for key in KEYS})
+        results = await write_all(redis_storage, {key: entry_commit(n) for key in KEYS})
         assert results == [Revision({"n": n, "was": n + 1}, n + 2)] * len(KEYS)
     for key in KEYS:
-        assert await storage.get_revision(key) == Revision({"n": 2, "was": 3}, 4)
-        rows = await storage.journal(key, limit=9)
+        assert await redis_storage.get_revision(key) == Revision({"n": 2, "was": 3}, 4)
+        rows = await redis_storage.journal(key, limit=9)
         assert [(row.revision, row.entry) for row in rows] == [(4, {"n": 2}), (3, {"n": 1})]
     # 60 writes: two rounds of one key at a time, the keys queued behind them in one.
     assert len(spy.alone) + sum(len(group) for group in spy.groups) == 60
     assert len(spy.alone) + len(spy.groups) <= 60 / 4
 
 
-async def test_journal_reads_above_a_revision_are_grouped_too(storage: RedisStorage) -> None:
+async def test_journal_reads_above_a_revision_are_grouped_too(redis_storage: RedisStorage) -> None:
     for key in KEYS:
-        await storage.commit(key, entry_commit(0), keep=5)
-        await storage.commit(key, entry_commit(1), keep=5)
-    spy = Spy(storage)
+        await redis_storage.commit(key, entry_commit(0), keep=5)
+        await redis_storage.commit(key, entry_commit(1), keep=5)
+    spy = Spy(redis_storage)
     seen: dict[str, list[int]] = {}
 
     def after_one(key: str) -> Any:
@@ -107,7 +94,7 @@ async def test_journal_reads_above_a_revision_are_grouped_too(storage: RedisStor
         return fn
 
     results = await asyncio.gather(
-        *(storage.commit_with_journal(key, after_one(key), keep=5, after=1) for key in KEYS)
+        *(redis_storage.commit_with_journal(key, after_one(key), keep=5, after=1) for key in KEYS)
     )
     assert results == [Revision({"rows": 1}, 3)] * len(KEYS)
     assert seen == {key: [2] for key in KEYS}
@@ -115,35 +102,37 @@ async def test_journal_reads_above_a_revision_are_grouped_too(storage: RedisStor
 
 
 async def test_a_key_another_writer_changed_in_between_retries_alone(
-    storage: RedisStorage,
+    redis_storage: RedisStorage,
 ) -> None:
     """The commit of ``contested`` in a round writes the key through another client (as
     another process would) before the round's compare-and-sets are sent: that key's
     compare-and-set fails, it reads again and runs again alone; the others land."""
     for key in KEYS:
-        await storage.set(key, 0)
+        await redis_storage.set(key, 0)
     calls: list[int] = []
 
     def contested(current: Revision) -> Commit:
         calls.append(current.revision)
         if len(calls) == 1:  # the round's run: another process writes first
             with ThreadPoolExecutor(1) as pool:
-                elsewhere = _write_elsewhere(storage.settings.url, storage.settings.prefix)
+                elsewhere = _write_elsewhere(
+                    redis_storage.settings.url, redis_storage.settings.prefix
+                )
                 pool.submit(asyncio.run, elsewhere).result()
         return Commit(current.value + 1, {"n": current.value + 1})
 
-    spy = Spy(storage)
+    spy = Spy(redis_storage)
     commits: dict[str, Any] = {
         key: (lambda current: Commit(current.value + 1, None)) for key in KEYS
     }
     commits[KEYS[-1]] = contested
-    results = await write_all(storage, commits)
+    results = await write_all(redis_storage, commits)
     assert calls == [1, 2]  # run in the round, then again on the other write's revision
     assert results[:-1] == [Revision(1, 2)] * (len(KEYS) - 1)
     assert results[-1] == Revision(101, 3)
     assert KEYS[-1] in spy.groups[0]
     assert spy.alone[2:] == [KEYS[-1]]  # after the two first keys, only it ran alone
-    rows = await storage.journal(KEYS[-1], limit=9)
+    rows = await redis_storage.journal(KEYS[-1], limit=9)
     assert [(row.revision, row.entry) for row in rows] == [(3, {"n": 101}), (2, {"other": 1})]
 
 
@@ -156,11 +145,11 @@ async def _write_elsewhere(url: str, prefix: str) -> None:
         await backend.aclose()
 
 
-async def test_a_failing_key_fails_alone(storage: RedisStorage) -> None:
+async def test_a_failing_key_fails_alone(redis_storage: RedisStorage) -> None:
     for key in KEYS:
-        await storage.set(key, 0)
-    await storage._client.hset(storage._value_key(KEYS[-1]), "value", b"not json")
-    spy = Spy(storage)
+        await redis_storage.set(key, 0)
+    await redis_storage._client.hset(redis_storage._value_key(KEYS[-1]), "value", b"not json")
+    spy = Spy(redis_storage)
 
     def refuse(current: Revision) -> Commit:
         raise ValueError("refused")
@@ -169,22 +158,22 @@ async def test_a_failing_key_fails_alone(storage: RedisStorage) -> None:
         key: (lambda current: Commit(current.value + 1, None)) for key in KEYS
     }
     commits[KEYS[-2]] = refuse
-    results = await write_all(storage, commits)
+    results = await write_all(redis_storage, commits)
     assert isinstance(results[-1], StorageCorruptError)
     assert isinstance(results[-2], ValueError)
     assert results[:-2] == [Revision(1, 2)] * (len(KEYS) - 2)
     assert {KEYS[-2], KEYS[-1]} <= set(spy.groups[0])
     assert spy.alone == KEYS[:2]  # neither failure ran again
-    assert await storage.get_revision(KEYS[-2]) == Revision(0, 1)
+    assert await redis_storage.get_revision(KEYS[-2]) == Revision(0, 1)
 
 
-async def test_a_key_the_server_refuses_to_read_fails_alone(storage: RedisStorage) -> None:
+async def test_a_key_the_server_refuses_to_read_fails_alone(redis_storage: RedisStorage) -> None:
     for key in KEYS:
-        await storage.set(key, 0)
-    await storage._client.delete(storage._value_key(KEYS[-1]))
-    await storage._client.set(storage._value_key(KEYS[-1]), b"a string, not a hash")
-    spy = Spy(storage)
-    results = await write_all(storage, dict.fromkeys(KEYS, add_one))
+        await redis_storage.set(key, 0)
+    await redis_storage._client.delete(redis_storage._value_key(KEYS[-1]))
+    await redis_storage._client.set(redis_storage._value_key(KEYS[-1]), b"a string, not a hash")
+    spy = Spy(redis_storage)
+    results = await write_all(redis_storage, dict.fromkeys(KEYS, add_one))
     assert isinstance(results[-1], StorageError)
     assert "WRONGTYPE" in str(results[-1])
     assert "nothing was written" in str(results[-1])
@@ -194,27 +183,31 @@ async def test_a_key_the_server_refuses_to_read_fails_alone(storage: RedisStorag
 
 
 async def test_a_script_the_server_does_not_know_runs_alone_and_is_loaded(
-    storage: RedisStorage,
+    redis_storage: RedisStorage,
 ) -> None:
     for key in KEYS:
-        await storage.set(key, 0)
-    storage._cas.sha = "0" * 40  # as after the server's SCRIPT FLUSH or a restart
+        await redis_storage.set(key, 0)
+    redis_storage._cas.sha = "0" * 40  # as after the server's SCRIPT FLUSH or a restart
     members = [
         Member(key, [_Job(lambda current: Commit(1, None), 0, None)], new_event()) for key in KEYS
     ]
-    await storage._write_group(members)
+    await redis_storage._write_group(members)
     assert all(member.finished and member.alone for member in members)
-    assert await storage.get_revision(KEYS[0]) == Revision(0, 1)  # nothing written
-    results = await write_all(storage, {key: (lambda current: Commit(1, None)) for key in KEYS})
+    assert await redis_storage.get_revision(KEYS[0]) == Revision(0, 1)  # nothing written
+    results = await write_all(
+        redis_storage, {key: (lambda current: Commit(1, None)) for key in KEYS}
+    )
     assert results == [Revision(1, 2)] * len(KEYS)
-    assert storage._cas.sha != "0" * 40
+    assert redis_storage._cas.sha != "0" * 40
 
 
-async def test_a_cancelled_write_is_written_whole_or_not_at_all(storage: RedisStorage) -> None:
+async def test_a_cancelled_write_is_written_whole_or_not_at_all(
+    redis_storage: RedisStorage,
+) -> None:
     for key in KEYS:
-        await storage.commit(key, entry_commit(0), keep=50)
+        await redis_storage.commit(key, entry_commit(0), keep=50)
     tasks = [
-        asyncio.create_task(storage.commit(key, entry_commit(n), keep=50))
+        asyncio.create_task(redis_storage.commit(key, entry_commit(n), keep=50))
         for n in range(1, 6)
         for key in KEYS
     ]
@@ -222,11 +215,11 @@ async def test_a_cancelled_write_is_written_whole_or_not_at_all(storage: RedisSt
     for task in tasks[::3]:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    await storage._batcher.wait_idle()
+    await redis_storage._batcher.wait_idle()
     for key in KEYS:
-        current = await storage.get_revision(key)
+        current = await redis_storage.get_revision(key)
         assert current is not None
-        rows = await storage.journal(key, limit=50)
+        rows = await redis_storage.journal(key, limit=50)
         # Value and journal agree: one row per revision, the newest the value's.
         assert [row.revision for row in rows] == list(range(current.revision, 0, -1))
         assert rows[0].entry == {"n": current.value["n"]}
