@@ -96,7 +96,7 @@ async def test_a_retried_compare_and_set_reports_the_write_that_landed(
     answers that the write landed, and writes nothing more."""
     await redis_storage.set("k", "old")
     keys = [redis_storage._value_key("k"), redis_storage._journal_key("k"), redis_storage._index]
-    # No channel, no notice (see redis_storage/redis/script.py), then one journal row.
+    # No channel, no notice (see storage/redis/script.py), then one journal row.
     args = [1, 1, "token-1", 2, b'"new"', "1.5", "k", "", 0, 2, b'[2,1.5,"e"]', 5]
     assert await redis_storage._cas(keys=keys, args=args) == 1
     assert await redis_storage._cas(keys=keys, args=args) == 1
