@@ -22,6 +22,7 @@ a worktree, say): its ``noetic_scratchpad`` and ``benchmarks._harness`` are impo
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
@@ -31,7 +32,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .__main__ import POSTGRES_ENV
 from ._harness import DEFAULT_POSTGRES_URL
+from .postgres import server_missing
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,26 +110,6 @@ def count(case: str, ops: int, url: str, library: Path) -> int:
     return int(found.group(1))
 
 
-def postgres_url() -> str | None:
-    """The PostgreSQL URL when a server answers there, else ``None``."""
-    url = os.environ.get("NOETIC_SCRATCHPAD_BENCH_POSTGRES_URL", DEFAULT_POSTGRES_URL)
-    try:
-        import asyncpg  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    import asyncio
-
-    async def ping() -> bool:
-        try:
-            connection = await asyncpg.connect(url, timeout=3)
-        except (OSError, asyncpg.PostgresError, TimeoutError):
-            return False
-        await connection.close()
-        return True
-
-    return url if asyncio.run(ping()) else None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.instructions",
@@ -157,9 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in wanted:
             case, url, what = CASES[name]
             if url is None:
-                url = postgres_url()
-                if url is None:
-                    results[name] = "skipped: no PostgreSQL server answers"
+                url = os.environ.get(POSTGRES_ENV, DEFAULT_POSTGRES_URL)
+                missing = asyncio.run(server_missing(url))
+                if missing is not None:
+                    results[name] = f"skipped: {missing}"
                     print(f"{name}: {results[name]}", file=sys.stderr)
                     continue
             url = url.format(workdir=workdir)
