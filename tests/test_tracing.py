@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -27,8 +25,11 @@ from noetic_scratchpad.core import ScratchpadCore
 from noetic_scratchpad.server import create_app
 from noetic_scratchpad.storage import MemoryStorage
 from noetic_scratchpad.testing import FaultyStorage
+from tests.conftest import run_python
 from tests.server.helpers import api_client
 from tests.spans import attributes, memory_spans, recording
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class Task(BaseModel):
@@ -292,9 +293,7 @@ async def main():
 asyncio.run(main())
 assert not any(name.startswith("opentelemetry") for name in sys.modules)
 """
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60
-    )
+    done = run_python("-c", script, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["None", "1", "True"]
 
@@ -335,14 +334,7 @@ def test_whether_a_write_is_traced_follows_opentelemetrys_provider_and_environme
     environment on every call, yet answers as ``get_tracer_provider`` would: no provider,
     no span; ``OTEL_PYTHON_TRACER_PROVIDER`` set before or after the import loads one."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    done = subprocess.run(
-        [sys.executable, "-c", _PROVIDER_SCRIPT],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env={**clean, **env},
-    )
+    done = run_python("-c", _PROVIDER_SCRIPT, cwd=ROOT, env={**clean, **env})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == expected
 
@@ -422,14 +414,7 @@ def test_the_docs_otlp_setup_sends_the_spans_to_a_collector() -> None:
             **os.environ,
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
         }
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-            env=env,
-        )
+        done = run_python("-c", script, cwd=ROOT, env=env)
     finally:
         server.shutdown()
         server.server_close()
