@@ -427,6 +427,13 @@ class _Attempt:
         self.produced: Transition | None = None  # the last run's
         self.expired: int | None = None  # the stored revision the ttl expired, if any
 
+    @property
+    def known(self) -> Revision | None:
+        """The state the caller saw, when it is the one stored at its revision: a backend
+        may hand it back instead of parsing the stored row (``storage.base.known_value``)."""
+        base = self.base
+        return Revision(base.state, base.revision) if base.validated else None
+
     def __call__(self, stored: Revision) -> Commit:
         expected, change, latest = self.expected, self.change, self.latest
         if stored.revision == self.expired:  # as a deleted key: nothing stored

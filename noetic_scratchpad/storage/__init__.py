@@ -38,6 +38,7 @@ from .base import (
     UpdateFn,
     decode_json,
     encode_json,
+    known_value,
 )
 from .memory import MemoryStorage
 from .namespace import NamespacedStorage
@@ -65,6 +66,7 @@ __all__ = (
     "check_storage_url",
     "decode_json",
     "encode_json",
+    "known_value",
     "open_storage",
     "register_backend",
     "resolve_storage_url",

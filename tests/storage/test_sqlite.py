@@ -17,6 +17,7 @@ from typing import Any
 import aiosqlite
 import pytest
 import pytest_asyncio
+from pydantic import BaseModel
 
 from noetic_scratchpad import (
     ExecutionContext,
@@ -28,7 +29,9 @@ from noetic_scratchpad import (
     open_storage,
     scratchpad,
 )
+from noetic_scratchpad.storage.base import Commit, Revision
 from noetic_scratchpad.storage.sqlite import SqliteStorage, parse_sqlite_url
+from noetic_scratchpad.storage.sqlite import writer as writer_module
 from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 from noetic_scratchpad.testing import capture_events
 
@@ -483,6 +486,121 @@ async def test_update_hands_fn_the_value_it_committed_without_parsing_again(
         await storage.update("k", lambda current: handed.append(current) or {"n": 2})
         assert handed[0] is first
         assert await storage.get("k") == {"n": 2}
+
+
+class KnowingCommit:
+    """A commit function that says which value its caller holds as stored (the
+    ``known`` a backend may hand back instead of parsing the row), and records what it
+    was handed."""
+
+    def __init__(self, known: Revision) -> None:
+        self.known = known
+        self.handed: list[Revision] = []
+
+    def __call__(self, current: Revision) -> Commit:
+        self.handed.append(current)
+        return Commit({**current.value, "n": current.value["n"] + 1})
+
+
+@pytest.mark.asyncio
+async def test_a_row_the_caller_holds_is_handed_back_unparsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row the writer has not cached (written by ``set``, or by another process) whose
+    stored text is the known value's JSON is handed to ``fn`` as that very object: no
+    parse in the writer's thread."""
+    async with await SqliteStorage.open(url_of(tmp_path / "k.db")) as storage:
+        await storage.set("k", {"n": 1, "notes": ["a", "b"]})
+        held = await storage.get_revision("k")
+        assert held is not None
+        parsed: list[bytes] = []
+        parse = writer_module.decode_row
+        monkeypatch.setattr(
+            writer_module, "decode_row", lambda *args: parsed.append(args[2]) or parse(*args)
+        )
+        fn = KnowingCommit(held)
+        assert (await storage.commit("k", fn, keep=0)).value == {"n": 2, "notes": ["a", "b"]}
+        assert fn.handed[0].value is held.value
+        assert fn.handed[0].revision == held.revision
+        assert parsed == []
+
+
+@pytest.mark.asyncio
+async def test_a_known_value_is_not_trusted_on_its_revision_alone(tmp_path: Path) -> None:
+    """Another program that stores a different value under the same revision (the
+    contract forbids it, but a store is shared): the row is parsed, and the write lands on
+    what is stored, never on the stale value the caller held."""
+    path = tmp_path / "s.db"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.set("k", {"n": 1, "by": "us"})
+        held = await storage.get_revision("k")
+        assert held is not None
+        other = sqlite3.connect(path)
+        with other:
+            other.execute(
+                "UPDATE scratchpad_kv SET value = ? WHERE key = ?", ('{"n": 10, "by": "them"}', "k")
+            )
+        other.close()
+        fn = KnowingCommit(held)
+        committed = await storage.commit("k", fn, keep=0)
+        assert fn.handed[0].revision == held.revision
+        assert fn.handed[0].value == {"n": 10, "by": "them"}
+        assert committed.value == {"n": 11, "by": "them"}
+        assert await storage.get("k") == {"n": 11, "by": "them"}
+
+
+@pytest.mark.asyncio
+async def test_a_known_value_of_another_revision_is_not_used(tmp_path: Path) -> None:
+    """The same text at another revision is still parsed: a value is known only at its
+    own revision (the layer's checks of a state hang on it)."""
+    path = tmp_path / "o.db"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.set("k", {"n": 1})
+        held = await storage.get_revision("k")
+        assert held is not None
+        other = sqlite3.connect(path)
+        with other:
+            other.execute("UPDATE scratchpad_kv SET revision = revision + 1 WHERE key = 'k'")
+        other.close()
+        fn = KnowingCommit(held)
+        await storage.commit("k", fn, keep=0)
+        assert fn.handed[0].revision == held.revision + 1
+        assert fn.handed[0].value == held.value
+        assert fn.handed[0].value is not held.value
+
+
+class Step(BaseModel):
+    goal: str = ""
+    done: list[str] = []
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("stored", ["fits", "fails the schema"])
+async def test_the_layer_first_write_parses_only_a_state_it_did_not_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stored: str
+) -> None:
+    """A scope's first write after ``init`` hands the writer the state ``init`` loaded,
+    which the writer then need not parse; a stored state ``init`` discarded (it fails
+    the schema) is not that state, and the write starts over from the initial one."""
+    layer = scratchpad(schema=Step)
+    seed = {"goal": "ship", "done": ["plan"]} if stored == "fits" else {"goal": 7}
+    async with await open_storage(url_of(tmp_path / "l.db")) as storage:
+        scoped = ScopedStorage(storage, "scratchpad", "t1")
+        await scoped.set("state", seed)
+        ctx = ExecutionContext(thread_id="t1")
+        await layer.init(storage=scoped, scope_key="t1", ctx=ctx)
+        parsed: list[bytes] = []
+        parse = writer_module.decode_row
+        monkeypatch.setattr(
+            writer_module, "decode_row", lambda *args: parsed.append(args[2]) or parse(*args)
+        )
+        await ctx.context["scratchpad"].update({"done": ["plan", "build"]})
+        if stored == "fits":
+            assert parsed == []
+            assert await scoped.get("state") == {"goal": "ship", "done": ["plan", "build"]}
+        else:
+            assert len(parsed) == 1
+            assert await scoped.get("state") == {"done": ["plan", "build"]}
 
 
 @pytest.mark.asyncio

@@ -64,6 +64,7 @@ from ..base import (
     Revision,
     UpdateFn,
     journal_limit,
+    known_value,
 )
 from . import changes
 from .connection import (
@@ -533,7 +534,7 @@ class SqliteWriter:
         that fails it alone. A database error is not the job's: it propagates, failing the
         batch."""
         try:
-            state = self._current(conn, job.key, batch)
+            state = self._current(conn, job.key, batch, job.fn)
             about: tuple[str | None, str | None] = (None, None)
             if job.plain:
                 value, entry = job.fn(state.value), None
@@ -578,14 +579,18 @@ class SqliteWriter:
             rows += decode_journal(self.options.path, key, stored)
         return rows
 
-    def _current(self, conn: sqlite3.Connection, key: str, batch: Batch) -> KeyState:
+    def _current(
+        self, conn: sqlite3.Connection, key: str, batch: Batch, fn: object = None
+    ) -> KeyState:
         """``key`` as this transaction sees it, value parsed and revision known. Rows in
-        ``_recent`` are what is stored (see ``_forget_if_stale``)."""
+        ``_recent`` are what is stored (see ``_forget_if_stale``); a row read is parsed
+        unless ``fn`` (the commit's) knows its value (see ``known_value``)."""
         state = batch.keys.get(key)
         if state is None:
             cached = self._recent.get(key)
             if cached is None:
-                state = batch.keys[key] = KeyState(*self._read(conn, key, decode=True))
+                known = known_value(fn)
+                state = batch.keys[key] = KeyState(*self._read(conn, key, known=known))
             else:
                 state = batch.keys[key] = KeyState(cached.value, cached.revision, True, cached)
             return state
@@ -595,15 +600,27 @@ class SqliteWriter:
             state.value = _json.loads(state.value.text)
         return state
 
-    def _read(self, conn: sqlite3.Connection, key: str, *, decode: bool) -> tuple[Any, int, bool]:
-        """The row's value (when ``decode``), revision and whether it exists; a missing
-        key's revision is the last one it had (0: never written)."""
+    def _read(
+        self,
+        conn: sqlite3.Connection,
+        key: str,
+        *,
+        decode: bool = True,
+        known: Revision | None = None,
+    ) -> tuple[Any, int, bool, Revision | None]:
+        """The row's value (when ``decode``), revision, whether it exists, and ``known``
+        when it is the value stored (else ``None``); a missing key's revision is the
+        last one it had (0: never written)."""
         found = conn.execute(self._sql.get_revision, (key,)).fetchone()
         if found is None:
             retired = conn.execute(self._sql.retired_revision, (key,)).fetchone()
-            return None, 0 if retired is None else retired[0], False
-        value = decode_row(self.options.path, key, found[0]) if decode else None
-        return value, found[1], True
+            return None, 0 if retired is None else retired[0], False, None
+        data, revision = found
+        if not decode:
+            return None, revision, True, None
+        if known is not None and known.revision == revision and _is_stored(known.value, data):
+            return known.value, revision, True, known
+        return decode_row(self.options.path, key, data), revision, True, None
 
     def _write_rows(
         self, conn: sqlite3.Connection, jobs: Sequence[Job], batch: Batch, guarded: bool
@@ -815,6 +832,15 @@ class SqliteWrites:
         return StorageError(
             f"the SQLite storage {self.path} is closed; open it again with open_storage()"
         )
+
+
+def _is_stored(value: Any, data: bytes) -> bool:
+    """Whether ``data``, a row's text, is ``value``'s JSON: an encode and a byte compare,
+    a fraction of a parse."""
+    try:
+        return _json.dumps(value) == data
+    except ValueError:  # not JSON at all: not what is stored
+        return False
 
 
 def _about(entry: Any) -> tuple[str | None, str | None]:
