@@ -82,7 +82,8 @@ async def test_a_failing_write_worker_is_logged_and_the_next_burst_runs(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker that raises after its burst (a bug) is logged by the core's group, which
-    goes on: the next write still commits."""
+    goes on: the next write still commits. (Each burst is two writes at once: an idle
+    writer runs the first alone, and the worker the one queued behind it.)"""
     original = SqliteWriter._work
     bursts: list[int] = []
 
@@ -95,14 +96,18 @@ async def test_a_failing_write_worker_is_logged_and_the_next_burst_runs(
     monkeypatch.setattr(SqliteWriter, "_work", broken)
     async with ScratchpadCore(storage=f"sqlite:///{tmp_path / 'notes.db'}") as core:
         handle = await core.handle("t", read=False)
+
+        async def burst(goal: str) -> None:
+            await asyncio.gather(handle.update({"first": goal}), handle.update({"goal": goal}))
+
         with caplog.at_level(logging.ERROR, "noetic_scratchpad"), anyio.fail_after(5):
-            await handle.update({"goal": "one"})
-            await handle.update({"goal": "two"})
+            await burst("one")
+            await burst("two")
             await asyncio.sleep(0.01)
-            await handle.update({"goal": "three"})
+            await burst("three")
         assert "background task failed" in caplog.text
         assert len(bursts) == 3
-        assert (await core.handle("t")).snapshot == {"goal": "three"}
+        assert (await core.handle("t")).snapshot == {"first": "three", "goal": "three"}
 
 
 @pytest.mark.asyncio

@@ -1,13 +1,16 @@
-"""Helpers for the storage tests: other processes that use the same SQLite file."""
+"""Helpers for the storage tests: other processes that use the same SQLite file, and writes
+run as one transaction of a SQLite storage."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 #: The kinds the contract suite runs: the shared backends, two wrappers (a FaultyStorage,
@@ -79,3 +82,16 @@ def write_lock_held_by_another_process(path: Path) -> Iterator[Callable[[], None
         yield release
     finally:
         release()
+
+
+async def in_one_transaction(
+    storage: Any, *writes: Awaitable[Any], return_exceptions: bool = False
+) -> list[Any]:
+    """The outcomes of ``writes`` (coroutines of ``storage``, a SQLite storage), run in
+    order as one transaction. An idle writer runs the first write of a burst alone, its
+    caller awaiting that transaction, and those started with it queue behind it as the
+    next one: a write of a key of its own goes first (a transaction of one, then theirs)."""
+    outcomes = await asyncio.gather(
+        storage.set("(first of the burst)", None), *writes, return_exceptions=return_exceptions
+    )
+    return list(outcomes[1:])

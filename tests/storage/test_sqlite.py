@@ -35,7 +35,7 @@ from noetic_scratchpad.storage.sqlite import writer as writer_module
 from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 from noetic_scratchpad.testing import capture_events
 
-from .helpers import finish, python, write_lock_held_by_another_process
+from .helpers import finish, in_one_transaction, python, write_lock_held_by_another_process
 
 
 def url_of(path: Path, query: str = "") -> str:
@@ -389,7 +389,8 @@ async def test_mixed_jobs_in_one_batch(tmp_path: Path, monkeypatch: pytest.Monke
     async with await SqliteStorage.open(url_of(tmp_path / "m.db")) as storage:
         await storage.set("k", [0])
         spy.sizes.clear()
-        outcomes = await asyncio.gather(
+        outcomes = await in_one_transaction(
+            storage,
             storage.update("k", lambda current: [*current, 1]),
             storage.set("k", ["reset"]),
             storage.update("k", lambda current: [*current, 2]),
@@ -399,7 +400,7 @@ async def test_mixed_jobs_in_one_batch(tmp_path: Path, monkeypatch: pytest.Monke
         )
         assert outcomes == [[0, 1], None, ["reset", 2], None, {"was": None}, None]
         assert await storage.get_many(["k", "other"]) == {"k": {"was": None}, "other": "x"}
-    assert sum(spy.sizes) == 6
+    assert spy.sizes == [1, 6]
 
 
 @pytest.mark.asyncio
@@ -620,14 +621,15 @@ async def test_a_row_sqlite_refuses_fails_only_its_own_writes(
                 "BEGIN SELECT RAISE(ABORT, 'poisoned key'); END"
             )
         spy.sizes.clear()
-        outcomes = await asyncio.gather(
+        outcomes = await in_one_transaction(
+            storage,
             storage.update("a", lambda current: "changed"),
             storage.update("poison", lambda current: 1),
             storage.update("poison", lambda current: (current or 0) + 1),
             storage.update("b", lambda current: "new"),
             return_exceptions=True,
         )
-        assert spy.sizes == [4]  # one transaction
+        assert spy.sizes == [1, 4]  # one transaction (after the write before it)
         assert outcomes[0] == "changed"
         assert outcomes[3] == "new"
         for error in outcomes[1:3]:
@@ -661,7 +663,8 @@ async def test_a_failed_commit_fails_the_whole_batch(
             )
 
         await storage._writer.call(fail_commit, storage._writer.conn)
-        outcomes = await asyncio.gather(
+        outcomes = await in_one_transaction(
+            storage,
             storage.update("a", lambda current: "changed"),
             storage.update("b", lambda current: "new"),
             return_exceptions=True,

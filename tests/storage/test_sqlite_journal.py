@@ -4,7 +4,6 @@ rows, rows another program wrote, and durability across reopen."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import shutil
 import sqlite3
@@ -18,6 +17,8 @@ from noetic_scratchpad import StorageError
 from noetic_scratchpad.storage.base import Commit, JournalRow, Revision
 from noetic_scratchpad.storage.sqlite import SqliteStorage
 from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
+
+from .helpers import in_one_transaction
 
 pytestmark = pytest.mark.asyncio
 
@@ -237,7 +238,8 @@ async def test_writes_of_one_key_mixed_in_one_transaction(
     async with await SqliteStorage.open(url_of(path)) as storage:
         await storage.commit("k", journaled("first"), keep=10)
         spy.sizes.clear()
-        outcomes = await asyncio.gather(
+        outcomes = await in_one_transaction(
+            storage,
             storage.set("k", "set"),
             storage.commit("k", lambda c: Commit([c.value, c.revision], "after set"), keep=10),
             storage.update("k", lambda current: [*current, "updated"]),
@@ -246,7 +248,7 @@ async def test_writes_of_one_key_mixed_in_one_transaction(
             storage.commit("k", lambda c: Commit([c.value, c.revision], "reborn"), keep=10),
             storage.set("k", "last"),
         )
-        assert spy.sizes == [7]
+        assert spy.sizes == [1, 7]
         assert outcomes == [
             None,
             Revision(["set", 2], 3),
@@ -274,14 +276,15 @@ async def test_a_set_on_a_row_the_writer_never_read_counts_from_its_revision(
             path,
             "INSERT INTO scratchpad_kv (key, value, updated_at, revision) VALUES ('k', '1', 0, 7)",
         )
-        outcomes = await asyncio.gather(
+        outcomes = await in_one_transaction(
+            storage,
             storage.set("k", 2),
             storage.set("k", 3),
             storage.commit("k", lambda c: Commit(c.value * 10, c.revision), keep=5),
             storage.set("j", 1),
             storage.set("j", 2),
         )
-        assert spy.sizes == [5]
+        assert spy.sizes == [1, 5]
         assert outcomes[2] == Revision(30, 10)
         assert await storage.get_revision("k") == Revision(30, 10)
         assert [row.entry for row in await storage.journal("k", limit=5)] == [9]
@@ -326,14 +329,15 @@ async def test_a_refused_journal_row_fails_only_the_writes_of_its_key(
             "WHEN NEW.key = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned journal'); END",
         )
         spy.sizes.clear()
-        outcomes = await asyncio.gather(
+        outcomes = await in_one_transaction(
+            storage,
             storage.commit("a", journaled("a2"), keep=5),
             storage.commit("poison", journaled("p2"), keep=5),
             storage.update("poison", lambda current: "plain"),
             storage.commit("b", journaled("b1"), keep=5),
             return_exceptions=True,
         )
-        assert spy.sizes == [4]
+        assert spy.sizes == [1, 4]
         assert outcomes[0] == Revision("a2", 2)
         assert outcomes[3] == Revision("b1", 1)
         for error in outcomes[1:3]:

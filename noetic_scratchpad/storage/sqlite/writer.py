@@ -1,15 +1,16 @@
 """The writer: the queue of a storage's writes, and the transaction that runs them.
 
 Every write of a process arrives here as a job (:meth:`SqliteWriter.submit`), and the jobs
-queued while a transaction runs become the next transaction (group commit). The queue's
-worker is a task of the writer's own (:attr:`SqliteWriter.tasks`, which an owning object
-may host in its task group: one task there then runs it, woken per burst of writes), never
-a caller's: cancelling a caller only ends its wait; a
-job still queued is then removed and never runs, one already in a running transaction runs
-to the end (its write may land), and the other jobs of that transaction get their results
-as if nothing happened. Each caller gets its result only after its transaction has
-committed. A transaction is one function run in the writer connection's thread, so it
-costs one thread hop however many statements it needs.
+queued while a transaction runs become the next transaction (group commit). A job that
+finds the writer idle is run alone, its transaction awaited by its caller: an uncontended
+write then costs no task and one pass of the event loop less. The queue's worker is a task
+of the writer's own (:attr:`SqliteWriter.tasks`, which an owning object may host in its
+task group: one task there then runs it, woken per burst of writes), never a caller's:
+cancelling a caller only ends its wait; a job still queued is then removed and never runs,
+one already in a running transaction runs to the end (its write may land), and the other
+jobs of that transaction get their results as if nothing happened. Each caller gets its
+result only after its transaction has committed. A transaction is one function run in the
+writer connection's thread, so it costs one thread hop however many statements it needs.
 
 - ``BEGIN IMMEDIATE`` takes SQLite's write lock before the transaction reads anything, so
   writers in other processes sharing the file are serialized by SQLite itself, and no
@@ -42,6 +43,7 @@ costs one thread hop however many statements it needs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 import time
@@ -287,6 +289,8 @@ class SqliteWriter:
         # The queue: jobs not yet taken by the worker, which runs while ``_working``.
         self._queue: deque[_Waiter] = deque()
         self._working = False
+        # A transaction run alone whose caller was cancelled may still be in the thread.
+        self._unfinished = False
         self._idle: Event | None = None
         self._new_event = _runtime.implementation().new_event
         self._execute = executor(connection)
@@ -306,11 +310,9 @@ class SqliteWriter:
     async def submit(self, job: Job) -> Any:
         """Run ``job`` in a transaction after those queued before it; its outcome (a
         plain update's value, a commit's :class:`Revision`, ``None``)."""
-        waiter = _Waiter(job, self._new_event())
         if not self._working:
-            if not self._worker.wake():
-                raise RuntimeError("the SQLite writer needs a running asyncio loop")
-            self._working = True
+            return await self._run_alone(job)
+        waiter = _Waiter(job, self._new_event())
         self._queue.append(waiter)
         try:
             await waiter.finished.wait()
@@ -330,10 +332,44 @@ class SqliteWriter:
                 self._idle = self._new_event()
             await self._idle.wait()
 
+    async def _run_alone(self, job: Job) -> Any:
+        """``job`` on an idle writer: its transaction, awaited by its caller itself. No
+        worker is started and woken for it, which spares an uncontended write a task and
+        a pass of the event loop. What is queued meanwhile goes to the worker after it.
+
+        Cancelled, the caller only stops waiting, as in the queue: the transaction runs to
+        its end in the connection's thread (its write may land), and the worker, woken
+        now, first waits for the thread to finish it before running the next one."""
+        self._working = True
+        try:
+            outcomes = await self._execute(self.transaction, [job])
+        except Exception as exc:  # not the database's (it fails the job): closed, or a bug
+            outcomes = [exc]
+        except BaseException:  # cancelled: the transaction may still be running
+            self._unfinished = True
+            self._hand_on()
+            raise
+        self._hand_on()
+        outcome = outcomes[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def _hand_on(self) -> None:
+        """After a transaction run alone: the worker takes over what was queued meanwhile
+        (and a transaction a cancelled caller left running); else the writer is idle."""
+        if (self._queue or self._unfinished) and self._worker.wake():
+            return
+        self._stop_working()
+
     async def _work(self) -> None:
         """The worker: run what is queued, transaction after transaction, then end."""
         queue, max_batch = self._queue, self.options.max_batch
         try:
+            if self._unfinished:  # the thread runs jobs in order: this one waits for it
+                self._unfinished = False
+                with contextlib.suppress(Exception):  # its outcome was nobody's
+                    await self._execute(_nothing)
             while queue:
                 batch = [queue.popleft() for _ in range(min(len(queue), max_batch))]
                 try:
@@ -345,13 +381,23 @@ class SqliteWriter:
                     raise
                 for waiter, outcome in zip(batch, outcomes, strict=True):
                     waiter.finish(outcome)
+                if not queue:
+                    # The writers just answered often write again at once: one pass of the
+                    # loop lets them queue here, as the next batch, rather than the first
+                    # of them run alone and the rest wait behind it.
+                    await asyncio.sleep(0)
         finally:
-            while queue:
-                queue.popleft().finish(_abandoned())
-            self._working = False
-            if self._idle is not None:
-                self._idle.set()
-                self._idle = None
+            self._stop_working()
+
+    def _stop_working(self) -> None:
+        """The writer is idle (the loop is closing when jobs are still queued)."""
+        queue = self._queue
+        while queue:
+            queue.popleft().finish(_abandoned())
+        self._working = False
+        if self._idle is not None:
+            self._idle.set()
+            self._idle = None
 
     async def call(self, fn: Callable[..., _T], *args: Any) -> _T:
         """``fn(*args)`` in the writer connection's thread, where :attr:`conn` may be used."""
@@ -853,6 +899,10 @@ def _about(entry: Any) -> tuple[str | None, str | None]:
         source if isinstance(source, str) else None,
         call_id if isinstance(call_id, str) else None,
     )
+
+
+def _nothing() -> None:
+    """A job for the connection's thread that only marks the end of those before it."""
 
 
 def _abandoned() -> WorkAbandoned:
