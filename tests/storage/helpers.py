@@ -1,5 +1,6 @@
-"""Helpers for the storage tests: other processes that use the same SQLite file, and writes
-run as one transaction of a SQLite storage."""
+"""Helpers for the storage tests: other processes that use the same SQLite file, writes
+run as one transaction of a SQLite storage, and a write cancelled in each way an
+application cancels."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import anyio
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 #: The kinds the contract suite runs: the shared backends, two wrappers (a FaultyStorage,
@@ -95,3 +99,27 @@ async def in_one_transaction(
         storage.set("(first of the burst)", None), *writes, return_exceptions=return_exceptions
     )
     return list(outcomes[1:])
+
+
+#: The ways an application cancels a write: ``task.cancel()``, ``asyncio.timeout``, an
+#: anyio cancel scope.
+CANCELS = ("task.cancel", "asyncio.timeout", "anyio")
+
+
+async def cancelled(how: str, write: Callable[[], Awaitable[Any]], after: float) -> None:
+    """Run ``write()``, cancelled as ``how`` (one of :data:`CANCELS`) does after ``after``
+    seconds, while it still waits; fails unless it was cut short."""
+    if how == "task.cancel":
+        task = asyncio.ensure_future(write())
+        await asyncio.sleep(after)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    elif how == "asyncio.timeout":
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(after):
+                await write()
+    else:
+        with anyio.move_on_after(after) as scope:
+            await write()
+        assert scope.cancelled_caught

@@ -18,9 +18,9 @@ import pytest
 
 from noetic_scratchpad.storage.grouping import GroupedWrites, Member
 
-pytestmark = pytest.mark.asyncio
+from .helpers import CANCELS, cancelled
 
-CANCELS = ["task.cancel", "asyncio.timeout", "anyio"]
+pytestmark = pytest.mark.asyncio
 
 
 class Store:
@@ -44,24 +44,6 @@ class Store:
     def _write(self, key: str, job: Any) -> int:
         self.values[key] = self.values.get(key, 0) + job
         return self.values[key]
-
-
-async def _waiting_cancelled(how: str, write: Any) -> None:
-    """Run ``write()``, cancelled as ``how`` does after 10 ms (while it waits)."""
-    if how == "task.cancel":
-        task = asyncio.create_task(write())
-        await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-    elif how == "asyncio.timeout":
-        with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.01):
-                await write()
-    else:
-        with anyio.move_on_after(0.01) as scope:
-            await write()
-        assert scope.cancelled_caught
 
 
 @pytest.mark.parametrize("how", CANCELS)
@@ -90,7 +72,7 @@ async def test_batches_cancelled_while_waiting_never_run_nor_hold_a_slot(how: st
         await asyncio.sleep(0)
         for i, key in enumerate(keys):
             if i % 3 == 0:
-                tg.start_soon(_waiting_cancelled, how, lambda key=key: write(key))
+                tg.start_soon(cancelled, how, lambda key=key: write(key), 0.01)
             else:
                 tg.start_soon(write, key)
         tg.start_soon(release_later)

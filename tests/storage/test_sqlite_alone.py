@@ -18,9 +18,9 @@ import pytest
 from noetic_scratchpad.storage.sqlite import SqliteStorage
 from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 
-pytestmark = pytest.mark.asyncio
+from .helpers import CANCELS, cancelled
 
-CANCELS = ["task.cancel", "asyncio.timeout", "anyio"]
+pytestmark = pytest.mark.asyncio
 
 
 class Spy:
@@ -64,24 +64,6 @@ async def test_an_uncontended_write_runs_without_the_worker(
         assert len(storage._writer) == 0
 
 
-async def _cancelled_while_running(how: str, write: Any) -> None:
-    """Run ``write()``, cancelled as ``how`` does after 20 ms."""
-    if how == "task.cancel":
-        task = asyncio.create_task(write())
-        await asyncio.sleep(0.02)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-    elif how == "asyncio.timeout":
-        with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.02):
-                await write()
-    else:
-        with anyio.move_on_after(0.02) as scope:
-            await write()
-        assert scope.cancelled_caught
-
-
 @pytest.mark.parametrize("how", CANCELS)
 async def test_a_caller_cancelled_while_its_transaction_waits_in_the_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
@@ -96,7 +78,7 @@ async def test_a_caller_cancelled_while_its_transaction_waits_in_the_thread(
         blocked = asyncio.create_task(writer.call(gate.wait, 5))  # holds the thread
         await asyncio.sleep(0.01)
 
-        await _cancelled_while_running(how, lambda: storage.update("k", append("cancelled")))
+        await cancelled(how, lambda: storage.update("k", append("cancelled")), 0.02)
         assert len(writer) == 1  # still working: the cancelled transaction is to run
         later = asyncio.gather(*(storage.update("k", append(item)) for item in ("b", "c")))
         await asyncio.sleep(0.01)
