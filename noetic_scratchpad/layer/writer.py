@@ -393,6 +393,7 @@ class _Attempt:
         "expected",
         "expired",
         "keep",
+        "known",
         "latest",
         "pipeline",
         "produced",
@@ -422,17 +423,13 @@ class _Attempt:
         self.call_id = call_id
         self.expected = expected
         self.base = base
+        # The state the caller saw, when it is the one stored at its revision: a backend
+        # may hand it back instead of parsing the stored row (storage.base.known_value).
+        self.known = (base.state, base.revision) if base.validated else None
         self.keep = self.pipeline.config.history_limit
         self.about = (source, call_id)  # announced to other processes with the write
         self.produced: Transition | None = None  # the last run's
         self.expired: int | None = None  # the stored revision the ttl expired, if any
-
-    @property
-    def known(self) -> Revision | None:
-        """The state the caller saw, when it is the one stored at its revision: a backend
-        may hand it back instead of parsing the stored row (``storage.base.known_value``)."""
-        base = self.base
-        return Revision(base.state, base.revision) if base.validated else None
 
     def __call__(self, stored: Revision) -> Commit:
         expected, change, latest = self.expected, self.change, self.latest

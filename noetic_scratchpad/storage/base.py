@@ -81,17 +81,17 @@ CommitFn = Callable[[Revision], Commit]
 may journal the write. It may say what its caller already holds: see :func:`known_value`."""
 
 
-def known_value(fn: object) -> Revision | None:
+def known_value(fn: object) -> tuple[JsonValue, int] | None:
     """The value and revision a commit's ``fn`` says its caller already holds as stored
-    (its ``known`` attribute; ``None``: nothing said).
+    (its ``known`` attribute, a ``(value, revision)`` pair; ``None``: nothing said).
 
-    A backend about to decode the stored value for ``fn`` may hand it this one instead,
-    when the stored revision is ``known.revision`` and the stored text is
-    ``encode_json(known.value)`` byte for byte: the same value, without a parse (a 5.5 KB
-    state parses in 6 µs and makes a hundred objects for the cyclic collector). The bytes
-    are compared, not the revision trusted alone: that a revision names one value holds
-    for the layer's writes, not for every program that may write the store. The value is
-    then shared with the caller, as a value handed to ``fn`` may be (read-only)."""
+    A backend about to decode the stored value for ``fn`` may hand it this value instead,
+    when the stored revision is that revision and the stored text is ``encode_json(value)``
+    byte for byte: the same value, without a parse (a 5.5 KB state parses in 6 µs and
+    makes a hundred objects for the cyclic collector). The bytes are compared, not the
+    revision trusted alone: that a revision names one value holds for the layer's
+    writes, not for every program that may write the store. The value is then shared
+    with the caller, as a value handed to ``fn`` may be (read-only)."""
     return getattr(fn, "known", None)
 
 

@@ -494,8 +494,8 @@ class KnowingCommit:
     ``known`` a backend may hand back instead of parsing the row), and records what it
     was handed."""
 
-    def __init__(self, known: Revision) -> None:
-        self.known = known
+    def __init__(self, held: Revision) -> None:
+        self.known = (held.value, held.revision)
         self.handed: list[Revision] = []
 
     def __call__(self, current: Revision) -> Commit:

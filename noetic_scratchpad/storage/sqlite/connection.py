@@ -26,6 +26,7 @@ import aiosqlite
 import anyio
 
 from ...errors import StorageBusyError, StorageConfigError, StorageError
+from .checkpoints import BACKSTOP_PAGES
 from .file import OpenedFile
 from .options import SqliteOptions
 from .table import create_table
@@ -166,6 +167,8 @@ def _prepare_writer(conn: sqlite3.Connection, options: SqliteOptions) -> OpenedF
             "read-only file system?)"
         )
     conn.execute(f"PRAGMA synchronous = {options.synchronous.upper()}")
+    # Checkpoints run in a thread of their own (see .checkpoints); this is the backstop.
+    conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
     create_table(conn, options.path, options.table)
     try:
         return OpenedFile.at(options.path)

@@ -69,6 +69,7 @@ from ..base import (
     known_value,
 )
 from . import changes
+from .checkpoints import Checkpointer
 from .connection import (
     SQLITE_BUSY,
     error_code,
@@ -294,6 +295,7 @@ class SqliteWriter:
         self._idle: Event | None = None
         self._new_event = _runtime.implementation().new_event
         self._execute = executor(connection)
+        self._checkpoints = Checkpointer(options.path, options.busy_timeout)
         #: The process name its writes are announced with to other processes (see
         #: :mod:`.changes`), once the table of changes is in place; ``None``: not announced.
         self.origin: str | None = None
@@ -404,6 +406,7 @@ class SqliteWriter:
         return await run_in_connection_thread(self.connection, fn, *args)
 
     async def close(self) -> None:
+        await run_in_connection_thread(self.connection, self._checkpoints.close)
         await self.connection.close()
 
     async def purge_deleted(self, prefix: str) -> int:
@@ -532,6 +535,7 @@ class SqliteWriter:
                 raise
             return [self._failure(exc, "write")] * len(jobs)
         self._remember(batch.keys)
+        self._checkpoints.after_commit()
         return batch.outcomes
 
     def _begin(self, conn: sqlite3.Connection) -> None:
@@ -594,7 +598,8 @@ class SqliteWriter:
                     commit = job.fn(current)
                 else:
                     commit = job.fn(current, self._journal_above(conn, job.key, state, job.after))
-                value, entry, data = commit.value, commit.entry, commit.json()
+                # (The layer's commits carry their encoding: no call for it.)
+                value, entry, data = commit.value, commit.entry, commit.encoded or commit.json()
                 if entry is not None and job.keep > 0:
                     about = commit.about or _about(entry)
             text = data.decode()
@@ -652,21 +657,21 @@ class SqliteWriter:
         key: str,
         *,
         decode: bool = True,
-        known: Revision | None = None,
-    ) -> tuple[Any, int, bool, Revision | None]:
-        """The row's value (when ``decode``), revision, whether it exists, and ``known``
-        when it is the value stored (else ``None``); a missing key's revision is the
-        last one it had (0: never written)."""
+        known: tuple[Any, int] | None = None,
+    ) -> tuple[Any, int, bool]:
+        """The row's value (when ``decode``: ``known``'s value when that is what is stored
+        at its revision, else parsed), revision and whether it exists; a missing key's
+        revision is the last one it had (0: never written)."""
         found = conn.execute(self._sql.get_revision, (key,)).fetchone()
         if found is None:
             retired = conn.execute(self._sql.retired_revision, (key,)).fetchone()
-            return None, 0 if retired is None else retired[0], False, None
+            return None, 0 if retired is None else retired[0], False
         data, revision = found
         if not decode:
-            return None, revision, True, None
-        if known is not None and known.revision == revision and _is_stored(known.value, data):
-            return known.value, revision, True, known
-        return decode_row(self.options.path, key, data), revision, True, None
+            return None, revision, True
+        if known is not None and known[1] == revision and _is_stored(known[0], data):
+            return known[0], revision, True
+        return decode_row(self.options.path, key, data), revision, True
 
     def _write_rows(
         self, conn: sqlite3.Connection, jobs: Sequence[Job], batch: Batch, guarded: bool
