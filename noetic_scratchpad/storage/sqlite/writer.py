@@ -243,19 +243,18 @@ class Batch:
 
 
 class _Waiter:
-    """A queued job and the caller waiting for its outcome."""
+    """A queued job and the future its caller awaits its outcome on (an asyncio future,
+    not an event: the writer runs on asyncio only, and a future is its cheapest wait)."""
 
-    __slots__ = ("done", "finished", "job", "outcome")
+    __slots__ = ("finished", "job")
 
-    def __init__(self, job: Job, finished: Event) -> None:
+    def __init__(self, job: Job, finished: asyncio.Future[Any]) -> None:
         self.job = job
         self.finished = finished
-        self.done = False
-        self.outcome: Any = None
 
     def finish(self, outcome: Any) -> None:
-        self.outcome, self.done = outcome, True
-        self.finished.set()
+        if not self.finished.done():  # (cancelled: its caller stopped waiting)
+            self.finished.set_result(outcome)
 
 
 class SqliteWriter:
@@ -314,15 +313,14 @@ class SqliteWriter:
         plain update's value, a commit's :class:`Revision`, ``None``)."""
         if not self._working:
             return await self._run_alone(job)
-        waiter = _Waiter(job, self._new_event())
+        waiter = _Waiter(job, asyncio.get_running_loop().create_future())
         self._queue.append(waiter)
         try:
-            await waiter.finished.wait()
-        finally:
-            if not waiter.done:  # the caller stopped waiting (cancelled, timed out)
-                with contextlib.suppress(ValueError):  # in a running transaction: it runs
-                    self._queue.remove(waiter)  # still queued: it never runs
-        outcome = waiter.outcome
+            outcome = await waiter.finished
+        except BaseException:  # the caller stopped waiting (cancelled, timed out)
+            with contextlib.suppress(ValueError):  # in a running transaction: it runs
+                self._queue.remove(waiter)  # still queued: it never runs
+            raise
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
