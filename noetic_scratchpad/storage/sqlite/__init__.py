@@ -19,7 +19,6 @@ The modules, one job each:
   their SQL, the upgrade of a 0.1 file, and how a stored value is decoded;
 - :mod:`.writer`: the queue of writes and the write transaction (group commit, what a
   transaction does to each key before it writes, the row cache, per-key isolation);
-- :mod:`.checkpoints`: the write-ahead log's checkpoints, in a thread of their own;
 - :mod:`.store`: :class:`SqliteStorage`, the storage contract on top of them.
 """
 

@@ -98,7 +98,7 @@ def _path_of(url: str, parts: SplitResult) -> str:
     if path == ":memory:" or path.startswith("file:"):
         raise StorageConfigError(
             f"sqlite URL {url!r}: an in-memory SQLite database is private to one connection, "
-            "and this backend uses three; use memory:// for a process-local store, or a file path"
+            "and this backend uses two; use memory:// for a process-local store, or a file path"
         )
     return path
 

@@ -3,8 +3,7 @@
 Reads run on a read-only connection, one thread hop each, and never wait for a write
 transaction (WAL). Writes (:class:`~.writer.SqliteWrites`) are queued on the
 :class:`~.writer.SqliteWriter`: the writes that arrive while a transaction runs make up
-the next one (group commit), which it runs in one thread hop. The write-ahead log is
-checkpointed by a thread of its own (:mod:`.checkpoints`), off the writes' commits.
+the next one (group commit), which it runs in one thread hop.
 """
 
 from __future__ import annotations

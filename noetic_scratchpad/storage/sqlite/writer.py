@@ -69,7 +69,6 @@ from ..base import (
     known_value,
 )
 from . import changes
-from .checkpoints import Checkpointer
 from .connection import (
     SQLITE_BUSY,
     error_code,
@@ -294,7 +293,6 @@ class SqliteWriter:
         self._idle: Event | None = None
         self._new_event = _runtime.implementation().new_event
         self._execute = executor(connection)
-        self._checkpoints = Checkpointer(options.path, options.busy_timeout)
         #: The process name its writes are announced with to other processes (see
         #: :mod:`.changes`), once the table of changes is in place; ``None``: not announced.
         self.origin: str | None = None
@@ -404,7 +402,6 @@ class SqliteWriter:
         return await run_in_connection_thread(self.connection, fn, *args)
 
     async def close(self) -> None:
-        await run_in_connection_thread(self.connection, self._checkpoints.close)
         await self.connection.close()
 
     async def purge_deleted(self, prefix: str) -> int:
@@ -533,7 +530,6 @@ class SqliteWriter:
                 raise
             return [self._failure(exc, "write")] * len(jobs)
         self._remember(batch.keys)
-        self._checkpoints.after_commit()
         return batch.outcomes
 
     def _begin(self, conn: sqlite3.Connection) -> None:
