@@ -47,14 +47,6 @@ _T = TypeVar("_T")
 #: SQLite's primary result code for "another connection holds the lock".
 SQLITE_BUSY = 5
 
-#: Pages of write-ahead log after which a commit checkpoints them into the database file:
-#: 16 MB, against SQLite's default of 1,000 pages (4 MB). Writes spread over many keys
-#: rewrite the same pages again and again, and a checkpoint copies each page it finds
-#: once, with an fsync of the log and of the file: four times fewer of them measured
-#: 19.2-19.6k updates/s for 100 writers on 100 scopes against 14.1-14.2k. The log file
-#: grows to 16 MB under a steady stream of writes (and starts over after a checkpoint).
-CHECKPOINT_PAGES = 4_000
-
 
 # -- the one private aiosqlite entry point ----------------------------------------------
 
@@ -174,7 +166,6 @@ def _prepare_writer(conn: sqlite3.Connection, options: SqliteOptions) -> OpenedF
             "read-only file system?)"
         )
     conn.execute(f"PRAGMA synchronous = {options.synchronous.upper()}")
-    conn.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES}")
     create_table(conn, options.path, options.table)
     try:
         return OpenedFile.at(options.path)
