@@ -55,6 +55,11 @@ class _Waiter(Generic[J]):
 class WorkAbandoned(RuntimeError):
     """The batcher's worker was cancelled (its event loop is closing) before the job ran."""
 
+    @classmethod
+    def at_shutdown(cls) -> WorkAbandoned:
+        """What a write queued when its event loop closed gets (every queue's, one text)."""
+        return cls("the write was abandoned: its event loop is shutting down")
+
 
 class KeyedBatcher(Generic[K, J, R]):
     """Serializes jobs per key and runs the jobs queued for one key as one batch."""
@@ -108,7 +113,9 @@ class KeyedBatcher(Generic[K, J, R]):
                     outcomes = await self._run_checked(key, [waiter.job for waiter in batch])
                 except BaseException as exc:
                     for waiter in batch:
-                        waiter.finish(exc if isinstance(exc, Exception) else _abandoned())
+                        waiter.finish(
+                            exc if isinstance(exc, Exception) else WorkAbandoned.at_shutdown()
+                        )
                     if not isinstance(exc, Exception):
                         raise  # cancelled: the loop is closing
                     continue
@@ -116,7 +123,7 @@ class KeyedBatcher(Generic[K, J, R]):
                     waiter.finish(outcome)
         finally:
             for waiter in queue:
-                waiter.finish(_abandoned())
+                waiter.finish(WorkAbandoned.at_shutdown())
             del self._queues[key]
             if not self._queues and self._idle is not None:
                 self._idle.set()
@@ -129,7 +136,3 @@ class KeyedBatcher(Generic[K, J, R]):
                 f"batch runner returned {len(outcomes)} results for {len(jobs)} jobs"
             )
         return outcomes
-
-
-def _abandoned() -> WorkAbandoned:
-    return WorkAbandoned("the write was abandoned: its event loop is shutting down")

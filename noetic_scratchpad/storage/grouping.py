@@ -127,7 +127,7 @@ class GroupedWrites:
         finally:
             for one in group:
                 if not one.finished:  # cancelled: the loop is closing
-                    one.finish(_abandoned())
+                    one.finish(WorkAbandoned.at_shutdown())
                 if one is not member:
                     one.woken.set()
             self._running -= 1
@@ -161,7 +161,3 @@ class GroupedWrites:
             self._overdue = None
         if self._waiting:
             self._arm()
-
-
-def _abandoned() -> WorkAbandoned:
-    return WorkAbandoned("the write was abandoned: its event loop is shutting down")

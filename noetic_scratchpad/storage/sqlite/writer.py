@@ -391,7 +391,7 @@ class SqliteWriter:
         """The writer is idle (the loop is closing when jobs are still queued)."""
         queue = self._queue
         while queue:
-            queue.popleft().finish(_abandoned())
+            queue.popleft().finish(WorkAbandoned.at_shutdown())
         self._working = False
         if self._idle is not None:
             self._idle.set()
@@ -902,7 +902,3 @@ def _about(entry: Any) -> tuple[str | None, str | None]:
 
 def _nothing() -> None:
     """A job for the connection's thread that only marks the end of those before it."""
-
-
-def _abandoned() -> WorkAbandoned:
-    return WorkAbandoned("the write was abandoned: its event loop is shutting down")
