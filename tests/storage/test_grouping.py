@@ -25,13 +25,18 @@ pytestmark = pytest.mark.asyncio
 
 class Store:
     """Keys written by ``run_one`` (alone) or ``run_many`` (a group), each run taking a
-    turn of the loop, as a round trip would; a key is written whole or not at all."""
+    turn of the loop, as a round trip would; a key is written whole or not at all. A write
+    of the key ``held`` alone waits for ``release`` first (a row another process locks)."""
 
-    def __init__(self) -> None:
+    def __init__(self, held: str | None = None) -> None:
         self.values: dict[str, int] = {}
         self.groups: list[list[str]] = []
+        self.held = held
+        self.release = asyncio.Event()
 
     async def run_one(self, key: str, jobs: Sequence[Any]) -> list[Any]:
+        if key == self.held:
+            await self.release.wait()
         await asyncio.sleep(0.001)
         return [self._write(key, job) for job in jobs]
 
@@ -48,15 +53,8 @@ class Store:
 
 @pytest.mark.parametrize("how", CANCELS)
 async def test_batches_cancelled_while_waiting_never_run_nor_hold_a_slot(how: str) -> None:
-    store = Store()
-    stuck = asyncio.Event()
-
-    async def run_one(key: str, jobs: Sequence[Any]) -> list[Any]:
-        if key == "stuck":
-            await stuck.wait()
-        return await store.run_one(key, jobs)
-
-    groups = GroupedWrites(run_one, store.run_many, limit=1)
+    store = Store(held="stuck")
+    groups = GroupedWrites(store.run_one, store.run_many, limit=1)
     keys = [f"k{i}" for i in range(40)]
     kept: dict[str, list[Any]] = {}
 
@@ -65,7 +63,7 @@ async def test_batches_cancelled_while_waiting_never_run_nor_hold_a_slot(how: st
 
     async def release_later() -> None:
         await asyncio.sleep(0.05)  # after the cancellations: they hit waiting batches
-        stuck.set()
+        store.release.set()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(write, "stuck")
@@ -92,15 +90,8 @@ async def test_batches_cancelled_while_waiting_never_run_nor_hold_a_slot(how: st
 async def test_a_cancelled_leader_hands_its_group_on() -> None:
     """The batch woken to start the next group is cancelled before it runs it: the next
     waiting batch starts it instead, and every other batch is written."""
-    store = Store()
-    release = asyncio.Event()
-
-    async def slow_one(key: str, jobs: Sequence[Any]) -> list[Any]:
-        if key == "first":
-            await release.wait()
-        return await store.run_one(key, jobs)
-
-    groups = GroupedWrites(slow_one, store.run_many, limit=1)
+    store = Store(held="first")
+    groups = GroupedWrites(store.run_one, store.run_many, limit=1)
     first = asyncio.create_task(groups.run("first", [1]))
     await asyncio.sleep(0)
     leader = asyncio.create_task(groups.run("lead", [1]))  # first in the queue: next to lead
@@ -108,7 +99,7 @@ async def test_a_cancelled_leader_hands_its_group_on() -> None:
     others = [f"k{i}" for i in range(5)]
     waiting = [asyncio.create_task(groups.run(key, [1])) for key in others]
     await asyncio.sleep(0)
-    release.set()
+    store.release.set()
     # The first write ends and wakes "lead" to start a group; the cancel must come in
     # the loop's turns between the two, which polling catches and an event cannot.
     while not first.done():  # noqa: ASYNC110
@@ -126,15 +117,8 @@ async def test_a_cancelled_leader_hands_its_group_on() -> None:
 
 async def test_waiting_batches_start_late_when_the_running_ones_hold_too_long() -> None:
     """With ``hold``, batches waiting behind a stuck group start a group of their own."""
-    store = Store()
-    stuck = asyncio.Event()
-
-    async def run_one(key: str, jobs: Sequence[Any]) -> list[Any]:
-        if key == "stuck":
-            await stuck.wait()
-        return await store.run_one(key, jobs)
-
-    groups = GroupedWrites(run_one, store.run_many, limit=1, hold=0.02)
+    store = Store(held="stuck")
+    groups = GroupedWrites(store.run_one, store.run_many, limit=1, hold=0.02)
     blocked = asyncio.create_task(groups.run("stuck", [1]))
     await asyncio.sleep(0)
     results = await asyncio.wait_for(
@@ -142,5 +126,5 @@ async def test_waiting_batches_start_late_when_the_running_ones_hold_too_long() 
     )
     assert results == [[1]] * 5
     assert not blocked.done()
-    stuck.set()
+    store.release.set()
     assert await blocked == [1]
