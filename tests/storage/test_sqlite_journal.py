@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import shutil
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -413,3 +414,94 @@ async def test_the_journal_stays_bounded(tmp_path: Path) -> None:
         sizes.append(path.stat().st_size)
     assert raw(path, "SELECT count(*), min(revision) FROM scratchpad_kv_journal") == [(50, 1951)]
     assert sizes[1] <= sizes[0] + 4096
+
+
+def journal_rows(path: Path) -> list[tuple[int, int, str]]:
+    """Every row of the journal table as (rowid, revision, entry), in the table's order."""
+    return raw(path, "SELECT rowid, revision, entry FROM scratchpad_kv_journal ORDER BY rowid")
+
+
+async def test_a_full_journal_rewrites_its_oldest_row_as_the_newest(tmp_path: Path) -> None:
+    """Once a key's journal holds ``keep`` rows, each write turns the oldest row into
+    the newest in place: the table gains no row (a page less written per commit), and
+    the journal reads as if that row had been deleted and a new one added."""
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        for n in range(1, 4):
+            await storage.commit("k", journaled(f"e{n}"), keep=3)
+        rowids = sorted(rowid for rowid, _, _ in journal_rows(path))
+        for n in range(4, 9):
+            await storage.commit("k", journaled(f"e{n}"), keep=3)
+        assert sorted(rowid for rowid, _, _ in journal_rows(path)) == rowids
+        assert [(r.revision, r.entry) for r in await storage.journal("k", limit=10)] == [
+            (8, "e8"),
+            (7, "e7"),
+            (6, "e6"),
+        ]
+
+
+async def test_a_journal_with_revisions_never_journaled_keeps_the_newest(tmp_path: Path) -> None:
+    """Revisions without a journal row (a commit without an entry) leave no row to
+    rewrite at the trim's edge: the new row is then added and the older ones trimmed, so
+    the journal holds the journaled revisions above ``revision - keep``, as always."""
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        for n in range(1, 4):
+            await storage.commit("k", journaled(f"e{n}"), keep=3)
+        await storage.commit("k", lambda current: Commit("unjournaled"), keep=3)  # 4
+        for n in range(5, 8):
+            await storage.commit("k", journaled(f"e{n}"), keep=3)
+            expected = [r for r in (n, n - 1, n - 2) if r != 4]
+            assert [r.revision for r in await storage.journal("k", limit=10)] == expected
+        assert [revision for _, revision, _ in journal_rows(path)] == [5, 6, 7]
+
+
+async def test_several_rows_of_one_key_in_one_transaction_rewrite_the_oldest(
+    tmp_path: Path,
+) -> None:
+    """Writes of one key batched into one transaction each take the next oldest row,
+    and the batch leaves the newest ``keep`` rows and no other."""
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        for n in range(1, 5):
+            await storage.commit("k", journaled(f"e{n}"), keep=4)
+        await in_one_transaction(
+            storage, *(storage.commit("k", journaled(f"e{n}"), keep=4) for n in range(5, 8))
+        )
+        assert [(r.revision, r.entry) for r in await storage.journal("k", limit=10)] == [
+            (7, "e7"),
+            (6, "e6"),
+            (5, "e5"),
+            (4, "e4"),
+        ]
+        assert len(journal_rows(path)) == 4
+
+
+async def test_a_rewritten_row_replaces_a_stray_row_of_its_revision(tmp_path: Path) -> None:
+    """A row another program left at the revision a write takes (as a version without
+    journal could) gives way to the write's, as an added row would."""
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        await storage.commit("k", journaled("e1"), keep=2)
+        await storage.commit("k", journaled("e2"), keep=2)
+        raw(path, "INSERT INTO scratchpad_kv_journal VALUES ('k', 3, 0, '\"stray\"')")
+        assert await storage.commit("k", journaled("e3"), keep=2) == Revision("e3", 3)
+        assert [(r.revision, r.entry) for r in await storage.journal("k", limit=10)] == [
+            (3, "e3"),
+            (2, "e2"),
+        ]
+
+
+async def test_trimming_by_age_takes_each_keys_oldest_rows_first(tmp_path: Path) -> None:
+    """The rewritten rows sit in the table out of revision order; a bounded trim by age
+    still takes a key's oldest revision first, never leaving a gap in its history."""
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        for n in range(1, 6):
+            await storage.commit("k", journaled(f"e{n}"), keep=3)
+        assert [revision for _, revision, _ in journal_rows(path)] == [4, 5, 3]
+        later = time.time() + 60
+        assert await storage.trim_journals("", later, limit=1) == 1
+        assert [r.revision for r in await storage.journal("k", limit=10)] == [5, 4]
+        assert await storage.trim_journals("", later, limit=1) == 1
+        assert [r.revision for r in await storage.journal("k", limit=10)] == [5]

@@ -69,6 +69,7 @@ class TableSql:
         "journal",
         "journal_above",
         "journal_insert",
+        "journal_recycle",
         "journal_rows",
         "journal_trim",
         "retire",
@@ -116,6 +117,12 @@ class TableSql:
             f"INSERT OR REPLACE INTO {j} (key, revision, written_at, entry) VALUES (?, ?, ?, ?)"
         )
         self.journal_trim = f"DELETE FROM {j} WHERE key = ? AND revision <= ?"
+        # A row of the journal rewritten as a newer revision (see SqliteWriter._write_key);
+        # OR REPLACE for the same reason as the insert's.
+        self.journal_recycle = (
+            f"UPDATE OR REPLACE {j} SET revision = ?, written_at = ?, entry = ? "
+            "WHERE key = ? AND revision = ?"
+        )
         # The writes announced to other processes (see .changes): a key, its revision,
         # the origin, the source and call id; a row whose revision SQL alone knows (a set
         # on a row never read); the trim of the rows up to an id.
@@ -167,13 +174,15 @@ class TableSql:
 
     def trim_journals(self, prefix: str) -> tuple[str, list[str]]:
         """The delete of the journal rows under ``prefix`` written at or before a time, at
-        most a number of them (the two parameters after the prefix's)."""
+        most a number of them (the two parameters after the prefix's), each key's oldest
+        first: in the key index's order, since a row's place in the table is no guide to
+        its age (the writer rewrites a full journal's oldest row as its newest)."""
         where, params = _prefix_range(prefix)
         where = f"{where} AND" if where else " WHERE"
         j = self.journal
         return (
             f"DELETE FROM {j} WHERE (key, revision) IN (SELECT key, revision FROM {j}"
-            f"{where} written_at <= ? LIMIT ?)",
+            f"{where} written_at <= ? ORDER BY key, revision LIMIT ?)",
             params,
         )
 
