@@ -117,11 +117,13 @@ class TableSql:
             f"INSERT OR REPLACE INTO {j} (key, revision, written_at, entry) VALUES (?, ?, ?, ?)"
         )
         self.journal_trim = f"DELETE FROM {j} WHERE key = ? AND revision <= ?"
-        # A row of the journal rewritten as a newer revision (see SqliteWriter._write_key);
-        # OR REPLACE for the same reason as the insert's.
+        # The key's oldest journal row rewritten as its newest: only when it is the one
+        # row at or below the floor, so that nothing is left to trim (see
+        # SqliteWriter._write_key). OR REPLACE for the same reason as the insert's.
         self.journal_recycle = (
-            f"UPDATE OR REPLACE {j} SET revision = ?, written_at = ?, entry = ? "
-            "WHERE key = ? AND revision = ?"
+            f"UPDATE OR REPLACE {j} SET revision = ?1, written_at = ?2, entry = ?3 "
+            f"WHERE key = ?4 AND revision = ?5 "
+            f"AND NOT EXISTS (SELECT 1 FROM {j} WHERE key = ?4 AND revision < ?5)"
         )
         # The writes announced to other processes (see .changes): a key, its revision,
         # the origin, the source and call id; a row whose revision SQL alone knows (a set

@@ -758,25 +758,20 @@ class SqliteWriter:
             conn.execute(sql.upsert, (key, state.text, now, state.revision))
         if not state.journal:
             return
-        # A full journal's oldest row, which the trim would delete, becomes the new row:
-        # one row rewritten in place rather than one added at the table's end and one
-        # deleted, which changes a page less (a page less to the WAL, to each checkpoint).
         floor = state.floor
-        trimmed = 0 if state.clear else floor  # rows at or below it go
-        recycling = trimmed > 0
-        for revision, entry, _, _ in state.journal:
-            if revision <= floor:  # rows the trim would delete at once are never written
-                continue
-            if (
-                recycling
-                and conn.execute(sql.journal_recycle, (revision, now, entry, key, trimmed)).rowcount
-            ):
-                trimmed -= 1
-                continue
-            recycling = False  # no row there (revisions that were never journaled)
+        rows = [(revision, entry) for revision, entry, _, _ in state.journal if revision > floor]
+        trim = floor > 0 and not state.clear  # (rows at or below the floor never get written)
+        # The usual write of a full journal: one row in, the oldest (at the floor) out.
+        # That row is rewritten in place as the new one rather than a row added at the
+        # table's end and one deleted, which changes a page less per commit.
+        if trim and len(rows) == 1:
+            revision, entry = rows[0]
+            if conn.execute(sql.journal_recycle, (revision, now, entry, key, floor)).rowcount:
+                return
+        for revision, entry in rows:
             conn.execute(sql.journal_insert, (key, revision, now, entry))
-        if trimmed > 0:  # rows older still: the keep of earlier writes was larger
-            conn.execute(sql.journal_trim, (key, trimmed))
+        if trim:
+            conn.execute(sql.journal_trim, (key, floor))
 
     def _remember(self, keys: dict[str, KeyState]) -> None:
         """Keep the rows a committed batch wrote; forget deleted ones and those whose value
