@@ -122,7 +122,7 @@ class TableSql:
         # SqliteWriter._write_key). OR REPLACE for the same reason as the insert's.
         self.journal_recycle = (
             f"UPDATE OR REPLACE {j} SET revision = ?1, written_at = ?2, entry = ?3 "
-            f"WHERE key = ?4 AND revision = ?5 "
+            "WHERE key = ?4 AND revision = ?5 "
             f"AND NOT EXISTS (SELECT 1 FROM {j} WHERE key = ?4 AND revision < ?5)"
         )
         # The writes announced to other processes (see .changes): a key, its revision,

@@ -16,7 +16,8 @@ writer connection's thread, so it costs one thread hop however many statements i
   writers in other processes sharing the file are serialized by SQLite itself, and no
   read-modify-write can be interleaved with another's.
 - The jobs of a transaction are applied in order to a :class:`KeyState` per key, which
-  then writes each changed key's final row, its new journal rows and the journal's trim.
+  then writes each changed key's final row, its new journal rows and the journal's trim
+  (on a full journal, its oldest row rewritten in place as the newest).
   A key's revision is known once the writer has read or cached the row; a ``set`` on a row
   it never read only counts itself (``bumps``), and the row's revision then advances by
   that count in SQL, so a ``set`` never costs a read.
@@ -763,7 +764,7 @@ class SqliteWriter:
         trim = floor > 0 and not state.clear  # (rows at or below the floor never get written)
         # The usual write of a full journal: one row in, the oldest (at the floor) out.
         # That row is rewritten in place as the new one rather than a row added at the
-        # table's end and one deleted, which changes a page less per commit.
+        # table's end and one deleted, which changes fewer pages per commit.
         if trim and len(rows) == 1:
             revision, entry = rows[0]
             if conn.execute(sql.journal_recycle, (revision, now, entry, key, floor)).rowcount:
