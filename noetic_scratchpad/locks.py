@@ -24,8 +24,9 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 from ._runtime import Event, TaskOwner, new_event
+from .errors import StorageOutcomeUnknownError
 
-__all__ = ("BatchRunner", "KeyedBatcher")
+__all__ = ("BatchRunner", "KeyedBatcher", "WorkAbandoned", "cut_short_at_shutdown")
 
 K = TypeVar("K", bound=Hashable)
 J = TypeVar("J")
@@ -53,12 +54,27 @@ class _Waiter(Generic[J]):
 
 
 class WorkAbandoned(RuntimeError):
-    """The batcher's worker was cancelled (its event loop is closing) before the job ran."""
+    """The batcher's worker was cancelled (its event loop is closing) before the job ran:
+    nothing of it was written."""
 
     @classmethod
     def at_shutdown(cls) -> WorkAbandoned:
-        """What a write queued when its event loop closed gets (every queue's, one text)."""
-        return cls("the write was abandoned: its event loop is shutting down")
+        """What a write still queued when its event loop closed gets (every queue's, one
+        text)."""
+        return cls(
+            "the write was abandoned before it ran, as its event loop is shutting down; "
+            "nothing was written"
+        )
+
+
+def cut_short_at_shutdown() -> StorageOutcomeUnknownError:
+    """What a write whose batch was under way when its worker was cancelled (its event
+    loop closing) gets: the backend may have committed it or not (every queue's, one
+    text)."""
+    return StorageOutcomeUnknownError(
+        "the write was under way when its event loop began shutting down, so it may have "
+        "been written or not; read the key to know"
+    )
 
 
 class KeyedBatcher(Generic[K, J, R]):
@@ -112,9 +128,9 @@ class KeyedBatcher(Generic[K, J, R]):
                 try:
                     outcomes = await self._run_checked(key, [waiter.job for waiter in batch])
                 except BaseException as exc:
-                    for waiter in batch:
+                    for waiter in batch:  # cancelled under way, the batch may have landed
                         waiter.finish(
-                            exc if isinstance(exc, Exception) else WorkAbandoned.at_shutdown()
+                            exc if isinstance(exc, Exception) else cut_short_at_shutdown()
                         )
                     if not isinstance(exc, Exception):
                         raise  # cancelled: the loop is closing

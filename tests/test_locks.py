@@ -15,7 +15,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from noetic_scratchpad.locks import KeyedBatcher
+from noetic_scratchpad.errors import StorageOutcomeUnknownError
+from noetic_scratchpad.locks import KeyedBatcher, WorkAbandoned
 
 
 class Recorder:
@@ -306,6 +307,14 @@ async def _append(results: list[Any], pending: Awaitable[Any]) -> None:
     results.append(await pending)
 
 
+async def _keep_outcome(outcomes: dict[str, Any], name: str, pending: Awaitable[Any]) -> None:
+    """``outcomes[name]``: what ``pending`` returns, or the exception it raises."""
+    try:
+        outcomes[name] = await pending
+    except Exception as exc:
+        outcomes[name] = exc
+
+
 @pytest.mark.asyncio
 async def test_a_timeout_ends_the_wait_but_the_batch_keeps_its_key() -> None:
     """A timeout around a writer whose batch hangs ends that writer's wait at once; the
@@ -370,6 +379,35 @@ def test_max_batch_must_be_positive() -> None:
         KeyedBatcher(Recorder(), max_batch=0)
 
 
+async def scenario_worker_cancelled_mid_batch() -> None:
+    """The group hosting the workers is cancelled (its owner shutting down) while a batch
+    runs and more jobs wait: the batch's callers learn that their writes may have landed,
+    the queued ones that nothing was written (they never run); no caller is left waiting."""
+    recorder = Recorder()
+    recorder.block("k")
+    batcher: KeyedBatcher[str, Any, Any] = KeyedBatcher(recorder)
+    outcomes: dict[str, Any] = {}
+    async with anyio.create_task_group() as callers, anyio.create_task_group() as host:
+        with batcher.tasks.hosted_by(host):
+            for job in ("under way", "queued"):
+                callers.start_soon(_keep_outcome, outcomes, job, batcher.submit("k", job))
+                if job == "under way":
+                    await recorder.started["k"].wait()
+            await wait_until(lambda: _queued(batcher, "k") == 1)
+            host.cancel_scope.cancel()
+    assert isinstance(outcomes["under way"], StorageOutcomeUnknownError)
+    assert "may have been written or not" in str(outcomes["under way"])
+    assert isinstance(outcomes["queued"], WorkAbandoned)
+    assert "nothing was written" in str(outcomes["queued"])
+    assert recorder.batches == [("k", ["under way"])]
+    assert len(batcher) == 0
+
+
+@pytest.mark.asyncio
+async def test_a_worker_cancelled_mid_batch_tells_each_caller_what_became_of_its_job() -> None:
+    await bounded(scenario_worker_cancelled_mid_batch)
+
+
 SCENARIOS: list[Callable[[], Awaitable[None]]] = [
     scenario_order_per_key,
     scenario_keys_independent,
@@ -380,6 +418,7 @@ SCENARIOS: list[Callable[[], Awaitable[None]]] = [
     scenario_leader_cancelled_mid_batch,
     scenario_lone_writer_cancelled,
     scenario_registry_empties,
+    scenario_worker_cancelled_mid_batch,
 ]
 
 

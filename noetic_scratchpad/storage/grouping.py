@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._runtime import Event, new_event
-from ..locks import WorkAbandoned
+from ..locks import cut_short_at_shutdown
 
 __all__ = ("MAX_GROUP", "GroupedWrites", "Member")
 
@@ -126,8 +126,8 @@ class GroupedWrites:
                     one.finish(exc)
         finally:
             for one in group:
-                if not one.finished:  # cancelled: the loop is closing
-                    one.finish(WorkAbandoned.at_shutdown())
+                if not one.finished:  # cancelled under way (the loop is closing): it may land
+                    one.finish(cut_short_at_shutdown())
                 if one is not member:
                     one.woken.set()
             self._running -= 1

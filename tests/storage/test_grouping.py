@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
+from noetic_scratchpad.errors import StorageOutcomeUnknownError
 from noetic_scratchpad.storage.grouping import GroupedWrites, Member
 
 from .helpers import CANCELS, cancelled
@@ -26,13 +27,15 @@ pytestmark = pytest.mark.asyncio
 class Store:
     """Keys written by ``run_one`` (alone) or ``run_many`` (a group), each run taking a
     turn of the loop, as a round trip would; a key is written whole or not at all. A write
-    of the key ``held`` alone waits for ``release`` first (a row another process locks)."""
+    of the key ``held`` alone waits for ``release`` first (a row another process locks);
+    with ``groups_wait`` set, every group waits for it (a round trip under way)."""
 
     def __init__(self, held: str | None = None) -> None:
         self.values: dict[str, int] = {}
         self.groups: list[list[str]] = []
         self.held = held
         self.release = asyncio.Event()
+        self.groups_wait: asyncio.Event | None = None
 
     async def run_one(self, key: str, jobs: Sequence[Any]) -> list[Any]:
         if key == self.held:
@@ -42,6 +45,8 @@ class Store:
 
     async def run_many(self, members: list[Member]) -> None:
         self.groups.append([member.key for member in members])
+        if self.groups_wait is not None:
+            await self.groups_wait.wait()
         await asyncio.sleep(0.001)
         for member in members:
             member.finish([self._write(member.key, job) for job in member.jobs])
@@ -128,3 +133,30 @@ async def test_waiting_batches_start_late_when_the_running_ones_hold_too_long() 
     assert not blocked.done()
     store.release.set()
     assert await blocked == [1]
+
+
+async def test_a_group_cut_short_tells_its_members_their_writes_may_have_landed() -> None:
+    """The task running a group is cancelled while the group is under way (its batcher's
+    task, as the event loop closes): the other batches of the group learn that their
+    writes may have landed, not that they were abandoned, and the scheduler keeps no slot."""
+    store = Store(held="first")
+    store.groups_wait = asyncio.Event()
+    groups = GroupedWrites(store.run_one, store.run_many, limit=1)
+    first = asyncio.create_task(groups.run("first", [1]))
+    await asyncio.sleep(0)
+    leader = asyncio.create_task(groups.run("lead", [1]))
+    members = [asyncio.create_task(groups.run(f"k{i}", [1])) for i in range(3)]
+    await asyncio.sleep(0)
+    store.release.set()
+    await first
+    while not store.groups:  # noqa: ASYNC110  # the group is under way
+        await asyncio.sleep(0)
+    assert store.groups == [["lead", "k0", "k1", "k2"]]
+    leader.cancel()
+    outcomes = await asyncio.gather(leader, *members, return_exceptions=True)
+    assert isinstance(outcomes[0], asyncio.CancelledError)
+    for outcome in outcomes[1:]:
+        assert isinstance(outcome, StorageOutcomeUnknownError), outcome
+        assert "may have been written or not" in str(outcome)
+    assert groups._running == 0
+    assert await asyncio.wait_for(groups.run("after", [5]), 1) == [5]

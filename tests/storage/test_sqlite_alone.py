@@ -15,6 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
+from noetic_scratchpad.errors import StorageOutcomeUnknownError
+from noetic_scratchpad.locks import WorkAbandoned
 from noetic_scratchpad.storage.sqlite import SqliteStorage
 from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 
@@ -95,3 +97,59 @@ async def test_a_caller_cancelled_while_its_transaction_waits_in_the_thread(
         assert len(writer) == 0
         await storage.update("k", append("after"))
         assert spy.sizes[-1] == 1
+
+
+async def test_a_worker_cancelled_mid_batch_tells_each_caller_what_became_of_its_write(
+    tmp_path: Path,
+) -> None:
+    """The group hosting the writer's worker is cancelled (its owner shutting down) while
+    the worker's batch waits in the connection's thread and another write queues: the
+    batch's callers learn that their writes may have landed (the transaction is in the
+    thread, and commits), the queued caller that nothing was written (it never runs), and
+    the storage takes writes afterwards."""
+    async with await SqliteStorage.open(f"sqlite:///{tmp_path / 'h.db'}") as storage:
+        writer = storage._writer
+        await storage.update("k", append("before"))
+        first_gate, batch_gate = threading.Event(), threading.Event()
+        outcomes: dict[str, Any] = {}
+
+        async def write(item: str) -> None:
+            try:
+                outcomes[item] = await storage.update("k", append(item))
+            except Exception as exc:
+                outcomes[item] = exc
+
+        async def until(predicate: Any) -> None:
+            with anyio.fail_after(5):
+                while not predicate():  # noqa: ASYNC110  # polls state no event announces
+                    await asyncio.sleep(0.001)
+
+        async with anyio.create_task_group() as callers, anyio.create_task_group() as host:
+            with writer.tasks.hosted_by(host):
+                held = asyncio.ensure_future(writer.call(first_gate.wait, 5))
+                await asyncio.sleep(0.01)
+                callers.start_soon(write, "alone")  # the idle writer's: its caller runs it
+                await asyncio.sleep(0.01)
+                # The thread then waits again, so the worker's batch waits behind this.
+                held_again = asyncio.ensure_future(writer.call(batch_gate.wait, 5))
+                for item in ("b1", "b2"):
+                    callers.start_soon(write, item)
+                await until(lambda: len(writer._queue) == 2)
+                first_gate.set()
+                await until(lambda: "alone" in outcomes and not writer._queue)  # batch taken
+                callers.start_soon(write, "queued")
+                await until(lambda: len(writer._queue) == 1)
+                host.cancel_scope.cancel()
+        assert outcomes["alone"] == ["before", "alone"]
+        for item in ("b1", "b2"):
+            assert isinstance(outcomes[item], StorageOutcomeUnknownError), outcomes[item]
+            assert "may have been written or not" in str(outcomes[item])
+        assert isinstance(outcomes["queued"], WorkAbandoned), outcomes["queued"]
+        assert "nothing was written" in str(outcomes["queued"])
+
+        batch_gate.set()
+        await held
+        await held_again
+        await storage.update("k", append("after"))  # runs after the batch, in the thread
+        assert await storage.get("k") == ["before", "alone", "b1", "b2", "after"]
+        assert len(writer) == 0

@@ -58,7 +58,7 @@ import aiosqlite
 from ... import _json, _runtime
 from ..._runtime import Event, TaskOwner
 from ...errors import StorageBusyError, StorageError
-from ...locks import WorkAbandoned
+from ...locks import WorkAbandoned, cut_short_at_shutdown
 from ..base import (
     CommitFn,
     JournalCommitFn,
@@ -376,7 +376,8 @@ class SqliteWriter:
                 except Exception as exc:  # not the database's (it fails the jobs): a bug
                     outcomes = [exc] * len(batch)
                 except BaseException:  # cancelled: the loop is closing
-                    queue.extendleft(reversed(batch))  # abandoned with the rest, below
+                    for waiter in batch:  # its transaction is in the thread: it may commit
+                        waiter.finish(cut_short_at_shutdown())
                     raise
                 for waiter, outcome in zip(batch, outcomes, strict=True):
                     waiter.finish(outcome)
