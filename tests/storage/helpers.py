@@ -1,6 +1,6 @@
 """Helpers for the storage tests: other processes that use the same SQLite file, writes
-run as one transaction of a SQLite storage, and a write cancelled in each way an
-application cancels."""
+run as one transaction of a SQLite storage, the sizes of the transactions it runs, and a
+write cancelled in each way an application cancels."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+
+from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 
 REPO = Path(__file__).resolve().parents[2]
 #: The kinds the contract suite runs: the shared backends, two wrappers (a FaultyStorage,
@@ -86,6 +88,21 @@ def write_lock_held_by_another_process(path: Path) -> Iterator[Callable[[], None
         yield release
     finally:
         release()
+
+
+class BatchSpy:
+    """Records the size of each transaction a SqliteStorage runs (SqliteWriter.transaction
+    runs one batch of writes as one transaction)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sizes: list[int] = []
+        original = SqliteWriter.transaction
+
+        def spy(writer: SqliteWriter, jobs: Sequence[Any]) -> list[Any]:
+            self.sizes.append(len(jobs))
+            return original(writer, jobs)
+
+        monkeypatch.setattr(SqliteWriter, "transaction", spy)
 
 
 async def in_one_transaction(

@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import textwrap
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,15 @@ from noetic_scratchpad import (
 from noetic_scratchpad.storage.base import Commit, Revision
 from noetic_scratchpad.storage.sqlite import SqliteStorage, parse_sqlite_url
 from noetic_scratchpad.storage.sqlite import writer as writer_module
-from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 from noetic_scratchpad.testing import capture_events
 
-from .helpers import finish, in_one_transaction, python, write_lock_held_by_another_process
+from .helpers import (
+    BatchSpy,
+    finish,
+    in_one_transaction,
+    python,
+    write_lock_held_by_another_process,
+)
 
 
 def url_of(path: Path, query: str = "") -> str:
@@ -333,21 +338,6 @@ async def test_locked_database_through_the_layer(tmp_path: Path) -> None:
 
 
 # -- transactions -----------------------------------------------------------------------------
-
-
-class BatchSpy:
-    """Records the size of each transaction a SqliteStorage runs (SqliteWriter.transaction
-    runs one batch of writes as one transaction)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.sizes: list[int] = []
-        original = SqliteWriter.transaction
-
-        def spy(writer: SqliteWriter, jobs: Sequence[Any]) -> list[Any]:
-            self.sizes.append(len(jobs))
-            return original(writer, jobs)
-
-        monkeypatch.setattr(SqliteWriter, "transaction", spy)
 
 
 @pytest.mark.asyncio

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,28 +19,23 @@ from noetic_scratchpad.locks import WorkAbandoned
 from noetic_scratchpad.storage.sqlite import SqliteStorage
 from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 
-from .helpers import CANCELS, cancelled
+from .helpers import CANCELS, BatchSpy, cancelled
 
 pytestmark = pytest.mark.asyncio
 
 
-class Spy:
+class Spy(BatchSpy):
     """The sizes of the transactions a writer runs, and how many times its worker ran."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.sizes: list[int] = []
+        super().__init__(monkeypatch)
         self.bursts = 0
-        transaction, work = SqliteWriter.transaction, SqliteWriter._work
-
-        def spy_transaction(writer: SqliteWriter, jobs: Sequence[Any]) -> list[Any]:
-            self.sizes.append(len(jobs))
-            return transaction(writer, jobs)
+        work = SqliteWriter._work
 
         async def spy_work(writer: SqliteWriter) -> None:
             self.bursts += 1
             await work(writer)
 
-        monkeypatch.setattr(SqliteWriter, "transaction", spy_transaction)
         monkeypatch.setattr(SqliteWriter, "_work", spy_work)
 
 

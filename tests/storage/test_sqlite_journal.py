@@ -8,7 +8,6 @@ import logging
 import shutil
 import sqlite3
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,8 @@ import pytest
 from noetic_scratchpad import StorageError
 from noetic_scratchpad.storage.base import Commit, JournalRow, Revision
 from noetic_scratchpad.storage.sqlite import SqliteStorage
-from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 
-from .helpers import in_one_transaction
+from .helpers import BatchSpy, in_one_transaction
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,20 +37,6 @@ def raw(path: Path, sql: str, *args: Any) -> list[Any]:
     """Run ``sql`` on a connection of another program and commit."""
     with sqlite3.connect(path) as conn:
         return conn.execute(sql, args).fetchall()
-
-
-class BatchSpy:
-    """Records the size of each transaction the writer runs."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.sizes: list[int] = []
-        original = SqliteWriter.transaction
-
-        def spy(writer: SqliteWriter, jobs: Sequence[Any]) -> list[Any]:
-            self.sizes.append(len(jobs))
-            return original(writer, jobs)
-
-        monkeypatch.setattr(SqliteWriter, "transaction", spy)
 
 
 async def test_a_file_of_version_0_1_is_upgraded_at_open(tmp_path: Path) -> None:
