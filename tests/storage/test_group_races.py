@@ -4,7 +4,9 @@ run it alone), raced: writers on 30 scopes, a third of them cancelled mid-way in
 application cancels (``task.cancel()``, ``asyncio.timeout``, an anyio cancel scope),
 while a second client of the same store writes some of the scopes in between. Every
 acknowledged write is stored, every write lands whole or not at all (each scope's state
-and journal agree, revision by revision), and the store writes on afterwards."""
+and journal agree, revision by revision), and the store writes on afterwards: with a
+journal that never fills, and with one that is full from the second write on (SQLite then
+rewrites its oldest row as the newest, in the race)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ pytestmark = pytest.mark.asyncio
 
 KEYS = [f"scope-{i}" for i in range(30)]
 WRITES = 3
-KEEP = 50
+#: Journal rows kept: more than a scope's writes, or full after its second write.
+KEEPS = {"journal-not-full": 50, "journal-full": 2}
 
 
 def increment(current: Revision) -> Commit:
@@ -127,10 +130,11 @@ async def cancelled(how: str, write: Callable[[], Awaitable[None]], after: float
             await write()
 
 
+@pytest.mark.parametrize("keep", list(KEEPS.values()), ids=list(KEEPS))
 @pytest.mark.parametrize("kind", ["postgres", "redis", "sqlite"])
 @pytest.mark.parametrize("how", ["task.cancel", "asyncio.timeout", "anyio"])
 async def test_writes_across_scopes_raced_and_cancelled_land_whole_or_not_at_all(
-    kind: str, how: str, tmp_path: Path
+    kind: str, how: str, keep: int, tmp_path: Path
 ) -> None:
     async with two_clients(kind, tmp_path) as (storage, elsewhere):
         for key in KEYS:
@@ -140,7 +144,7 @@ async def test_writes_across_scopes_raced_and_cancelled_land_whole_or_not_at_all
 
         async def writer(key: str, client: StorageBackend) -> None:
             for _ in range(WRITES):
-                done = await client.commit(key, increment, keep=KEEP)
+                done = await client.commit(key, increment, keep=keep)
                 acknowledged[key].append(done.revision)
 
         async with anyio.create_task_group() as tg:
@@ -156,10 +160,14 @@ async def test_writes_across_scopes_raced_and_cancelled_land_whole_or_not_at_all
             stored = await storage.get_revision(key)
             assert stored is not None
             assert stored.value == {"n": stored.revision - 1}, key  # no write half-applied
-            rows = await storage.journal(key, limit=KEEP)
-            assert [row.revision for row in rows] == list(range(stored.revision, 1, -1)), key
+            rows = await storage.journal(key, limit=keep + 1)
+            # The newest revisions, down to the seed's (set: not journaled) or to keep rows.
+            kept = list(range(stored.revision, max(stored.revision - keep, 1), -1))
+            assert [row.revision for row in rows] == kept, key
             assert all(row.entry == {"n": row.revision - 1} for row in rows), key
-            assert set(acknowledged[key]) <= {row.revision for row in rows}, key  # none lost
+            newest = {r for r in acknowledged[key] if r > stored.revision - keep}
+            assert newest <= {row.revision for row in rows}, key  # none lost
+            assert all(r <= stored.revision for r in acknowledged[key]), key
             if KEYS.index(key) % 3:  # not cancelled: all its writes acknowledged
                 ours = WRITES + (WRITES if KEYS.index(key) % 5 == 0 else 0)
                 assert len(acknowledged[key]) == ours, key
@@ -169,6 +177,6 @@ async def test_writes_across_scopes_raced_and_cancelled_land_whole_or_not_at_all
         assert grouped  # and scopes did share transactions (rounds)
         # The store writes on: a write of every scope now lands at once.
         after = await asyncio.wait_for(
-            asyncio.gather(*(storage.commit(key, increment, keep=KEEP) for key in KEYS)), 10
+            asyncio.gather(*(storage.commit(key, increment, keep=keep) for key in KEYS)), 10
         )
         assert all(done.value == {"n": done.revision - 1} for done in after)
