@@ -74,6 +74,12 @@ class EventBus:
         start."""
         return self._closed
 
+    @property
+    def listened(self) -> bool:
+        """Whether anything receives events (a handler or a stream): an event that is not
+        logged need not even be built when nothing does."""
+        return bool(self._handlers)
+
     def subscribe(self, handler: EventHandler) -> Callable[[], None]:
         """Call ``handler`` (sync or async) with every event; returns an unsubscriber."""
         self._handlers.append(handler)

@@ -62,7 +62,8 @@ from ..errors import (
     StorageError,
     StorageOutcomeUnknownError,
 )
-from ..events import UpdateApplied, UpdateRejected, UpdateRetried, WriteSource
+from ..events import UpdateRejected, UpdateRetried, WriteSource
+from ..events.models import update_applied
 from ..keys import Scope
 from ..storage import ScopedStorage
 from ..storage.base import Commit, Revision
@@ -297,21 +298,21 @@ class ScopeWriter:
         revision: int | None,
         reused_call_id: bool,
     ) -> None:
-        self.ctx.events.emit(
-            _new_applied(
-                {
-                    "layer_id": self.layer_id,
-                    "scope_key": self.scope_key,
-                    "scope": self.scope,
-                    "execution_id": self.ctx.execution_id,
-                    "source": source,
-                    "keys": keys,
-                    "call_id": call_id,
-                    "revision": revision,
-                    "reused_call_id": reused_call_id,
-                }
+        events = self.ctx.events
+        if events.listened:  # the event is never logged: unbuilt when nothing receives it
+            events.emit(
+                update_applied(
+                    self.layer_id,
+                    self.scope_key,
+                    self.scope,
+                    self.ctx.execution_id,
+                    source,
+                    keys,
+                    call_id,
+                    revision,
+                    reused_call_id,
+                )
             )
-        )
 
     def _emit_retried(self, source: WriteSource, call_id: str, first: CallClaim) -> None:
         self.ctx.events.emit(
@@ -474,12 +475,6 @@ class _Attempt:
             undo=result.undo,
         )
         return Commit(snapshot.state, entry, snapshot.encoded, self.about)
-
-
-# The model's validator called directly: the same checks without ``BaseModel.__init__``'s
-# frame and keyword arguments (8k of the 160k instructions of a write on memory storage).
-# (Building the event without validation measured no faster: 1.54 against 1.50 µs.)
-_new_applied = UpdateApplied.__pydantic_validator__.validate_python
 
 
 def conflict(expected: int, actual: int) -> ScratchpadConflictError:
