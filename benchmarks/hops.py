@@ -165,6 +165,8 @@ async def trace_one_call(storage: str) -> Trace:
             context_layers=[scratchpad()],
             storage=backend,
         )
+        # A listener, as an application has: with none, a write builds no event at all.
+        harness.events.subscribe(lambda event: None)
         async with backend, harness:
             await harness.run("Plan the deploy.", thread_id="t1")
     finally:

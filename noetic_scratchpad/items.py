@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._models import unvalidated
+
 __all__ = ("FunctionCall", "FunctionCallOutput", "Item", "LLMResponse", "Message")
 
 
@@ -19,6 +21,19 @@ class Message(_Item):
     type: Literal["message"] = "message"
     role: Literal["system", "developer", "user", "assistant"]
     content: str
+
+
+#: The fields :func:`developer_message` names.
+_MESSAGE_GIVEN = frozenset({"role", "content"})
+
+
+def developer_message(content: str) -> Message:
+    """``Message(role="developer", content=content)`` for a text the library made (a
+    recall's block), without validating it again: built on every recall (see
+    :mod:`._models`)."""
+    return unvalidated(
+        Message, {"type": "message", "role": "developer", "content": content}, _MESSAGE_GIVEN
+    )
 
 
 class FunctionCall(_Item):

@@ -18,6 +18,7 @@ from noetic_scratchpad import (
     open_storage,
     scratchpad,
 )
+from noetic_scratchpad._models import unvalidated
 from noetic_scratchpad.events import (
     CLOSE_GRACE,
     EventBus,
@@ -29,7 +30,6 @@ from noetic_scratchpad.events import (
     UpdateRetried,
     ViewTruncated,
 )
-from noetic_scratchpad.events.models import update_applied
 
 
 def bus_records(caplog: pytest.LogCaptureFixture, start: str = "") -> list[logging.LogRecord]:
@@ -104,38 +104,6 @@ def test_events_are_immutable() -> None:
     assert event.scope_key == "t1"
 
 
-def test_a_writes_update_applied_is_the_validated_event_unvalidated() -> None:
-    """The event a write builds without validation (``update_applied``) is the event
-    ``UpdateApplied(...)`` makes of the same values: equal, the same fields set and in the
-    same order, serialized alike, as immutable, and copied alike."""
-    values = {
-        "layer_id": "notes",
-        "scope_key": "t1",
-        "scope": "thread",
-        "execution_id": "e1",
-        "source": "tool",
-        "keys": ("goal", "turn"),
-        "call_id": "call_1",
-        "revision": 7,
-        "reused_call_id": True,
-    }
-    built = update_applied(**values)  # type: ignore[arg-type]
-    validated = UpdateApplied(**values, at=built.at)  # type: ignore[arg-type]
-
-    assert built == validated
-    assert list(built.__dict__) == list(validated.__dict__) == list(UpdateApplied.model_fields)
-    assert built.model_fields_set == set(values) == validated.model_fields_set - {"at"}
-    assert built.model_dump(exclude={"at"}) == validated.model_dump(exclude={"at"})
-    assert built.model_dump_json() == validated.model_dump_json()
-    assert repr(built) == repr(validated)
-    assert UpdateApplied.model_validate(built.model_dump()) == built
-    assert built.model_copy(update={"revision": 8}).revision == 8
-    with pytest.raises(pydantic.ValidationError):
-        built.revision = 9  # type: ignore[misc]
-    assert built.__pydantic_extra__ is validated.__pydantic_extra__ is None
-    assert built.__pydantic_private__ is validated.__pydantic_private__ is None
-
-
 @pytest.mark.asyncio
 async def test_a_write_builds_no_update_applied_when_nothing_listens(
     monkeypatch: pytest.MonkeyPatch,
@@ -146,11 +114,11 @@ async def test_a_write_builds_no_update_applied_when_nothing_listens(
 
     built: list[UpdateApplied] = []
 
-    def counting(*args: Any) -> UpdateApplied:
-        built.append(update_applied(*args))
+    def counting(*args: Any) -> Any:
+        built.append(unvalidated(*args))
         return built[-1]
 
-    monkeypatch.setattr(writer, "update_applied", counting)
+    monkeypatch.setattr(writer, "unvalidated", counting)
     layer = scratchpad()
     events = EventBus()
     handle = await layer.open(await open_storage("memory://"), thread_id="t1", events=events)

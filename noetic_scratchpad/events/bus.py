@@ -61,6 +61,10 @@ class EventBus:
     def __init__(self, *, handler_timeout: float = 5.0) -> None:
         self.handler_timeout = handler_timeout
         self._handlers: list[EventHandler] = []
+        self.listened = False
+        """Whether anything receives events (a handler or a stream): an event that is not
+        logged need not even be built when nothing does. An attribute, kept by
+        ``subscribe``: read on every write."""
         self._running: set[_Run] = set()
         self.tasks = TaskOwner()
         """Where async handlers run."""
@@ -74,19 +78,15 @@ class EventBus:
         start."""
         return self._closed
 
-    @property
-    def listened(self) -> bool:
-        """Whether anything receives events (a handler or a stream): an event that is not
-        logged need not even be built when nothing does."""
-        return bool(self._handlers)
-
     def subscribe(self, handler: EventHandler) -> Callable[[], None]:
         """Call ``handler`` (sync or async) with every event; returns an unsubscriber."""
         self._handlers.append(handler)
+        self.listened = True
 
         def unsubscribe() -> None:
             if handler in self._handlers:
                 self._handlers.remove(handler)
+                self.listened = bool(self._handlers)
 
         return unsubscribe
 

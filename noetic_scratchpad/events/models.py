@@ -63,11 +63,9 @@ class UpdateApplied(ScratchpadEvent):
     reused_call_id: bool = False
 
 
-_new = object.__new__
-_set = object.__setattr__  # past the frozen model's own __setattr__, as pydantic does
-
-#: The fields a write names when it reports itself (the rest keep their defaults).
-_APPLIED_GIVEN = frozenset(
+#: The fields a write names when it reports itself (the rest keep their defaults): the
+#: ``model_fields_set`` of the ``UpdateApplied`` it builds unvalidated (see .._models).
+APPLIED_GIVEN = frozenset(
     {
         "layer_id",
         "scope_key",
@@ -80,47 +78,6 @@ _APPLIED_GIVEN = frozenset(
         "reused_call_id",
     }
 )
-
-
-def update_applied(
-    layer_id: str,
-    scope_key: str,
-    scope: Literal["thread", "resource"] | None,
-    execution_id: str | None,
-    source: WriteSource,
-    keys: tuple[str, ...],
-    call_id: str | None,
-    revision: int | None,
-    reused_call_id: bool,
-) -> UpdateApplied:
-    """The ``UpdateApplied`` a write reports, built from values the write already checked,
-    without validating them again: the same event as ``UpdateApplied(...)`` with these
-    fields (equal, the same fields set, as immutable), at two thirds of its cost on every
-    write. What ``model_construct`` does, without its generic work, which costs more than
-    validation (tests/test_events.py compares the two)."""
-    event: UpdateApplied = _new(UpdateApplied)
-    _set(
-        event,
-        "__dict__",
-        {
-            "kind": "update_applied",
-            "layer_id": layer_id,
-            "scope_key": scope_key,
-            "scope": scope,
-            "execution_id": execution_id,
-            "at": time.time(),
-            "origin": None,
-            "source": source,
-            "keys": keys,
-            "call_id": call_id,
-            "revision": revision,
-            "reused_call_id": reused_call_id,
-        },
-    )
-    _set(event, "__pydantic_fields_set__", set(_APPLIED_GIVEN))
-    _set(event, "__pydantic_extra__", None)
-    _set(event, "__pydantic_private__", None)
-    return event
 
 
 class ScopeReset(ScratchpadEvent):

@@ -12,7 +12,7 @@ from ..context import ExecutionContext
 from ..edits import EDIT_PARAMETERS
 from ..errors import ScratchpadConfigError, ScratchpadUpdateError, StorageError
 from ..events import EventBus
-from ..items import FunctionCall, LLMResponse, Message
+from ..items import FunctionCall, LLMResponse, developer_message
 from ..keys import layer_prefix
 from ..render import Tokenizer, check_token_counter
 from ..storage import ScopedStorage, StorageBackend
@@ -255,8 +255,9 @@ class ScratchpadLayer:
             return None
         limit = budget.max if isinstance(budget, Budget) else budget
         handle = ctx.context.get(self.id)
-        hint = handle.floats_hint(state) if isinstance(handle, ScratchpadHandle) else None
+        hint = None
         if isinstance(handle, ScratchpadHandle):
+            hint = handle.floats_hint(state)
             handle.viewed(limit)  # the model's writes are checked against this view
         view = view_of(
             state,
@@ -270,9 +271,7 @@ class ScratchpadLayer:
         )
         if view.text is None:
             return None
-        return RecallResult(
-            items=[Message(role="developer", content=view.text)], token_count=view.tokens
-        )
+        return RecallResult(items=[developer_message(view.text)], token_count=view.tokens)
 
     async def store(
         self,

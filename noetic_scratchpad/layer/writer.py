@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from .. import _runtime
+from .._models import unvalidated
 from .._runtime import Event, new_event
 from ..context import ExecutionContext
 from ..errors import (
@@ -62,8 +63,8 @@ from ..errors import (
     StorageError,
     StorageOutcomeUnknownError,
 )
-from ..events import UpdateRejected, UpdateRetried, WriteSource
-from ..events.models import update_applied
+from ..events import UpdateApplied, UpdateRejected, UpdateRetried, WriteSource
+from ..events.models import APPLIED_GIVEN
 from ..keys import Scope
 from ..storage import ScopedStorage
 from ..storage.base import Commit, Revision
@@ -300,19 +301,26 @@ class ScopeWriter:
     ) -> None:
         events = self.ctx.events
         if events.listened:  # the event is never logged: unbuilt when nothing receives it
-            events.emit(
-                update_applied(
-                    self.layer_id,
-                    self.scope_key,
-                    self.scope,
-                    self.ctx.execution_id,
-                    source,
-                    keys,
-                    call_id,
-                    revision,
-                    reused_call_id,
-                )
+            # Made of values this write checked: not validated again (see .._models).
+            event = unvalidated(
+                UpdateApplied,
+                {
+                    "kind": "update_applied",
+                    "layer_id": self.layer_id,
+                    "scope_key": self.scope_key,
+                    "scope": self.scope,
+                    "execution_id": self.ctx.execution_id,
+                    "at": time.time(),
+                    "origin": None,
+                    "source": source,
+                    "keys": keys,
+                    "call_id": call_id,
+                    "revision": revision,
+                    "reused_call_id": reused_call_id,
+                },
+                APPLIED_GIVEN,
             )
+            events.emit(event)
 
     def _emit_retried(self, source: WriteSource, call_id: str, first: CallClaim) -> None:
         self.ctx.events.emit(
