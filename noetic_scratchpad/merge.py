@@ -74,22 +74,13 @@ class _NotPlain(Exception):
 def _plain_copy(value: Any, depth_left: int) -> Any:
     """The common case, fast: exact JSON types only, no paths kept; else ``_NotPlain``."""
     kind = type(value)
-    if kind is str:
-        # isascii() reads a flag; only other text is encoded to look for surrogates.
-        if not value.isascii() and _has_lone_surrogate(value):
-            raise _NotPlain
-        return value
-    if kind is int or kind is bool or value is None:
-        return value
-    if kind is float:
-        if value - value != 0.0:  # NaN or an infinity
-            raise _NotPlain
-        return value
-    if depth_left <= 0:  # too deep, or a cycle
-        raise _NotPlain
-    # Items that are ASCII text, ints, booleans or null are taken here, without a call
-    # each (nor the frame of a list comprehension); the rest recurse.
+    # Containers first: the loops below take scalars without a call, so what comes here
+    # is mostly an object or a list.
     if kind is dict:
+        if depth_left <= 0:  # too deep, or a cycle
+            raise _NotPlain
+        # Items that are ASCII text, ints, booleans or null are taken here, without a call
+        # each (nor the frame of a list comprehension); the rest recurse.
         result: dict[str, Any] = {}
         for key, item in value.items():
             if type(key) is not str or (not key.isascii() and _has_lone_surrogate(key)):
@@ -102,6 +93,8 @@ def _plain_copy(value: Any, depth_left: int) -> Any:
                     result[key] = _plain_copy(item, depth_left - 1)
         return result
     if kind is list:
+        if depth_left <= 0:
+            raise _NotPlain
         items: list[Any] = []
         for item in value:
             kind = type(item)
@@ -110,6 +103,17 @@ def _plain_copy(value: Any, depth_left: int) -> Any:
             else:
                 items.append(_plain_copy(item, depth_left - 1))
         return items
+    if kind is str:
+        # isascii() reads a flag; only other text is encoded to look for surrogates.
+        if not value.isascii() and _has_lone_surrogate(value):
+            raise _NotPlain
+        return value
+    if kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if value - value != 0.0:  # NaN or an infinity
+            raise _NotPlain
+        return value
     raise _NotPlain
 
 
