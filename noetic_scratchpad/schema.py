@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import CoreConfig, CoreSchema, SchemaError, SchemaValidator
+from pydantic_core import core_schema as cs
 
 __all__ = ("SchemaGate", "partial_json_schema")
+
+
+class Validator(Protocol):
+    """A TypeAdapter's validator, or one built here from a core schema."""
+
+    def validate_python(self, input: Any, /) -> Any: ...
+
 
 # pydantic error types that only say "not written yet".
 _NOT_YET_WRITTEN = frozenset({"missing"})
@@ -32,18 +41,17 @@ class SchemaGate:
                 "(a pydantic model, TypedDict or dataclass), not "
                 f"{self.json_schema.get('type', 'another type')!r}"
             )
-        partial = _partial_model(schema, self._adapter.core_schema)
         # Validates the fields an update writes, alone (see errors_after_update).
-        self._partial: TypeAdapter[Any] | None = None if partial is None else TypeAdapter(partial)
+        self._fields = _fields_validator(schema, self._adapter.core_schema)
 
     @property
     def fields_independent(self) -> bool:
         """Each top-level field validates on its own, so an update's fields can be checked alone."""
-        return self._partial is not None
+        return self._fields is not None
 
     def errors(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Return the errors that reject ``state``: empty when it passes."""
-        return _errors(self._adapter, state)
+        return _errors(self._adapter.validator, state)
 
     def removed_required(
         self, before: Mapping[str, Any], after: Mapping[str, Any]
@@ -65,13 +73,13 @@ class SchemaGate:
         known to pass.
 
         When fields validate independently only the written fields are checked (the others
-        are the prior state's, unchanged), against a copy of the model whose fields all
-        default to ``None``: the verdict is the same as :meth:`errors`, and the cost is the
-        update's size instead of the whole state's.
+        are the prior state's, unchanged), each against its own schema: the verdict is the
+        same as :meth:`errors`, and the cost is the update's size instead of the whole
+        state's.
         """
-        if self._partial is None:
+        if self._fields is None:
             return self.errors(merged)
-        return _errors(self._partial, {key: merged[key] for key in keys if key in merged})
+        return _errors(self._fields, {key: merged[key] for key in keys if key in merged})
 
     def tool_parameters(self) -> dict[str, Any]:
         """The JSON schema a model sees for an update: the schema's fields, all optional,
@@ -82,11 +90,11 @@ class SchemaGate:
         return schema
 
 
-def _errors(adapter: TypeAdapter[Any], state: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _errors(validator: Validator, state: Mapping[str, Any]) -> list[dict[str, Any]]:
     try:
         # The core validator itself: TypeAdapter.validate_python's wrapper costs a third of
         # a small update's validation, on every write.
-        adapter.validator.validate_python(state)
+        validator.validate_python(state)
     except ValidationError as exc:
         return [
             {
@@ -101,37 +109,60 @@ def _errors(adapter: TypeAdapter[Any], state: Mapping[str, Any]) -> list[dict[st
     return []
 
 
-def _partial_model(schema: Any, core_schema: Mapping[str, Any]) -> type[BaseModel] | None:
-    """The model ``schema`` with every field defaulting to ``None``, or ``None`` when its
-    fields cannot be validated one by one.
+def _fields_validator(schema: Any, core_schema: CoreSchema) -> SchemaValidator | None:
+    """A validator of any subset of the model ``schema``'s fields: its fields' own core
+    schemas in a ``TypedDict`` of none required, under the model's config (extra keys,
+    aliases, string limits and all); ``None`` when the fields cannot be validated one by
+    one.
 
-    Defaults are not validated, so fields left out are neither missing nor copied; fields
-    given keep their type, constraints and alias, and the model's config (extra keys and
-    all). Only models whose validation runs no user code qualify: a validator or
-    ``model_post_init`` anywhere may look at several fields at once.
+    Fields left out are neither missing nor filled with defaults, and no model instance is
+    made: half the cost of validating the model with every field optional, on every
+    write. Only models whose validation runs no user code qualify: a validator or
+    ``model_post_init`` anywhere may look at several fields at once. tests/test_hot_paths.py
+    checks its verdicts against the whole model's.
     """
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
         return None
     if schema.model_config.get("validate_default") or not _fields_independent(core_schema):
         return None
-    fields: dict[str, Any] = {}
-    for name, info in schema.model_fields.items():
-        optional = copy.copy(info)
-        optional.default = None
-        optional.default_factory = None
-        # pydantic keeps what a field was given in _attributes_set (no public setter): a copy
-        # of the field with the default replaced must drop default_factory there too.
-        given = info._attributes_set  # noqa: SLF001
-        attributes = {k: v for k, v in given.items() if k != "default_factory"}
-        optional._attributes_set = {**attributes, "default": None}  # noqa: SLF001
-        fields[name] = (info.annotation, optional)
-    try:
-        partial: type[BaseModel] = create_model(
-            f"{schema.__name__}Partial", __base__=schema, **fields
-        )
-    except (TypeError, ValueError, PydanticUserError):  # an unusual model: check it whole
+    definitions: list[CoreSchema] = []
+    model: Any = core_schema
+    if model["type"] == "definitions":
+        definitions = list(model["definitions"])
+        model = model["schema"]
+        if model["type"] == "definition-ref":
+            refs = {definition.get("ref"): definition for definition in definitions}
+            model = refs.get(model["schema_ref"])
+    if model is None or model["type"] != "model" or model["schema"]["type"] != "model-fields":
         return None
-    return partial
+    model_fields = model["schema"]
+    if model_fields.get("extras_schema") is not None or model.get("extras_schema") is not None:
+        return None  # typed extra keys: the whole model judges them
+    fields: dict[str, cs.TypedDictField] = {}
+    for name, field in model_fields["fields"].items():
+        field_schema = field["schema"]
+        if field_schema["type"] == "default":
+            if field_schema.get("on_error", "raise") != "raise":
+                return None  # a default that stands in for a bad value: not a plain default
+            field_schema = field_schema["schema"]  # a field left out is just left out
+        fields[name] = cs.typed_dict_field(
+            field_schema,
+            required=False,
+            validation_alias=field.get("validation_alias"),
+        )
+    config: CoreConfig = model.get("config") or CoreConfig()
+    subset: CoreSchema = cs.typed_dict_schema(
+        fields,
+        total=False,
+        extra_behavior=model_fields.get("extra_behavior") or config.get("extra_fields_behavior"),
+        config=config,
+    )
+    if definitions:
+        subset = cs.definitions_schema(subset, definitions)
+    try:
+        return SchemaValidator(subset, config)
+    except SchemaError:  # an unusual model: check it whole
+        return None
 
 
 def _not_yet_written(error: Any) -> bool:

@@ -124,6 +124,84 @@ def test_checking_only_written_fields_gives_the_whole_state_verdict(
     assert gate.errors_after_update(merged, update.keys()) == gate.errors(merged)
 
 
+class Shared(BaseModel):
+    """A model two fields use, so pydantic puts it among the schema's definitions."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: Annotated[str, Field(max_length=12)]
+    done: bool = False
+
+
+class NotesByName(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    goal: str
+    steps: list[Shared] = []
+    current: Shared | None = None
+    count: Annotated[int, Field(ge=0)] = 0
+    tags: dict[str, int] = {}
+    renamed: str = Field(default="", alias="Renamed")
+
+
+class NotesStrict(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    goal: str
+    steps: list[Shared] = []
+    current: Shared | None = None
+    count: int = 0
+    tags: dict[str, int] = {}
+    renamed: str = Field(default="", validation_alias="Renamed")
+
+
+VALID_SHARED = {**VALID, "current": {"title": "now"}}
+UPDATES_SHARED = st.dictionaries(
+    st.sampled_from(["goal", "steps", "current", "count", "tags", "Renamed", "renamed", "extra"]),
+    UPDATE_VALUES,
+    max_size=3,
+)
+
+
+@pytest.mark.parametrize("schema", [NotesByName, NotesStrict])
+@given(update=UPDATES_SHARED)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_written_fields_alone_keep_the_models_config_and_shared_definitions(
+    schema: type[BaseModel], update: dict[str, Any]
+) -> None:
+    """Extra keys allowed or ignored, fields by name as well as by alias, strict mode,
+    and a nested model that two fields share: the written fields' verdict is still the
+    whole merged state's."""
+    gate = SchemaGate(schema)
+    assert gate.fields_independent
+    assert gate.errors(VALID_SHARED) == []
+    merged = merge_state(VALID_SHARED, update)
+    assert gate.errors_after_update(merged, update.keys()) == gate.errors(merged)
+
+
+class Tree(BaseModel):
+    """A model that holds itself: pydantic refers to it by reference, from the top down."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = ""
+    children: list[Tree] = []
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"children": [{"name": 1}]},
+        {"children": [{"name": "a", "children": [{"x": 1}]}]},
+        {"name": "renamed", "children": [{"children": [{"name": "leaf"}]}]},
+        {"other": 1},
+    ],
+)
+def test_a_recursive_models_written_fields_get_the_whole_models_verdict(
+    update: dict[str, Any],
+) -> None:
+    gate = SchemaGate(Tree)
+    assert gate.fields_independent
+    merged = merge_state({"name": "root"}, update)
+    assert gate.errors_after_update(merged, update.keys()) == gate.errors(merged)
+
+
 class WithFieldValidator(BaseModel):
     a: int = 0
     b: int = 0
