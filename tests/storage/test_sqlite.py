@@ -162,32 +162,6 @@ async def test_pragmas_applied(
         assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def wal_frames(path: Path) -> int:
-    """How many pages the write-ahead log file has room for (32-byte header, then frames of
-    a 24-byte header and a 4 KB page); a checkpoint reuses the file from its start."""
-    return (path.stat().st_size - 32) // (4096 + 24)
-
-
-@pytest.mark.asyncio
-async def test_the_log_is_copied_into_the_database_every_4000_pages(tmp_path: Path) -> None:
-    """The writer lets the write-ahead log grow to 4,000 pages before a commit copies it
-    into the database (SQLite's default is 1,000): past 1,000 the log still holds every
-    page written, and it never grows far past 4,000."""
-    path = tmp_path / "log.db"
-    async with await SqliteStorage.open(url_of(path)) as storage:
-        assert await pragma(storage, "wal_autocheckpoint") == 4000
-        written = 0
-        for i in range(600):  # one transaction each: the row's 5 overflow pages and more
-            await storage.set(f"k{i % 50}", {"text": f"{i}" + "x" * 20_000})
-            written = wal_frames(Path(f"{path}-wal"))
-            if written > 2_500:
-                break
-        assert written > 2_500  # no checkpoint at 1,000 pages
-        for i in range(1_000):
-            await storage.set(f"k{i % 50}", {"text": f"{i}" + "y" * 20_000})
-        assert 4_000 <= wal_frames(Path(f"{path}-wal")) < 4_100  # checkpointed, reused
-
-
 @pytest.mark.asyncio
 async def test_table_created_on_first_open(tmp_path: Path) -> None:
     """Opening a new file creates the key-value table; the table name is an option."""

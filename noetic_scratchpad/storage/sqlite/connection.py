@@ -156,15 +156,6 @@ async def _connect(options: SqliteOptions) -> aiosqlite.Connection:
     return await connection
 
 
-#: How many pages the write-ahead log holds before the writer's commit copies them into
-#: the database (SQLite's default: 1,000, about 4 MB). A checkpoint copies each page once
-#: however often the log rewrote it, then forces the file to disk: four times the window
-#: copies and syncs a busy file's rewritten pages (rows, the journal's and the changes'
-#: tails, their indexes) a fraction as often. 100 writers on 100 scopes spent 14% less
-#: CPU in the writer's thread; the log file grows to about 16 MB (docs/storage.md).
-WAL_AUTOCHECKPOINT_PAGES = 4_000
-
-
 def _prepare_writer(conn: sqlite3.Connection, options: SqliteOptions) -> OpenedFile:
     """Configure the writer and create the tables; the file it opened (it exists now)."""
     conn.execute(f"PRAGMA busy_timeout = {options.busy_timeout}")
@@ -175,7 +166,6 @@ def _prepare_writer(conn: sqlite3.Connection, options: SqliteOptions) -> OpenedF
             "read-only file system?)"
         )
     conn.execute(f"PRAGMA synchronous = {options.synchronous.upper()}")
-    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
     create_table(conn, options.path, options.table)
     try:
         return OpenedFile.at(options.path)
