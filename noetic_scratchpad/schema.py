@@ -125,15 +125,8 @@ def _fields_validator(schema: Any, core_schema: CoreSchema) -> SchemaValidator |
         return None
     if schema.model_config.get("validate_default") or not _fields_independent(core_schema):
         return None
-    definitions: list[CoreSchema] = []
-    model: Any = core_schema
-    if model["type"] == "definitions":
-        definitions = list(model["definitions"])
-        model = model["schema"]
-        if model["type"] == "definition-ref":
-            refs = {definition.get("ref"): definition for definition in definitions}
-            model = refs.get(model["schema_ref"])
-    if model is None or model["type"] != "model" or model["schema"]["type"] != "model-fields":
+    model, definitions = _top(core_schema)
+    if model.get("type") != "model" or model["schema"]["type"] != "model-fields":
         return None
     model_fields = model["schema"]
     if model_fields.get("extras_schema") is not None or model.get("extras_schema") is not None:
@@ -237,12 +230,7 @@ def _fields_independent(core_schema: Mapping[str, Any]) -> bool:
     Then a field's verdict never depends on another field, so an update's fields can be
     checked alone. Any validator or ``model_post_init`` anywhere, even nested, says no.
     """
-    top = core_schema
-    if top.get("type") == "definitions":
-        top = top["schema"]
-        if top.get("type") == "definition-ref":
-            refs = {d.get("ref"): d for d in core_schema.get("definitions", ())}
-            top = refs.get(top.get("schema_ref"), {})
+    top, _ = _top(core_schema)
     if top.get("type") not in ("model", "typed-dict") or top.get("root_model"):
         return False
     stack: list[Any] = [core_schema]
@@ -259,6 +247,20 @@ def _fields_independent(core_schema: Mapping[str, Any]) -> bool:
         elif isinstance(node, list | tuple):
             stack.extend(node)
     return True
+
+
+def _top(core_schema: Mapping[str, Any]) -> tuple[Any, list[CoreSchema]]:
+    """The schema a core schema validates with at its top (a model's, a TypedDict's...)
+    and the definitions it refers to: pydantic wraps a schema whose nested models are
+    shared or recursive in ``definitions``, its top possibly a reference among them."""
+    if core_schema.get("type") != "definitions":
+        return core_schema, []
+    definitions = list(core_schema["definitions"])
+    top = core_schema["schema"]
+    if top.get("type") == "definition-ref":
+        refs = {definition.get("ref"): definition for definition in definitions}
+        top = refs.get(top.get("schema_ref"), {})
+    return top, definitions
 
 
 def _resolve(node: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
