@@ -1,6 +1,6 @@
 """Helpers for the storage tests: other processes that use the same SQLite file, writes
-run as one transaction of a SQLite storage, the sizes of the transactions it runs, and a
-write cancelled in each way an application cancels."""
+run as one transaction of a SQLite storage, the sizes of the transactions it runs, a
+write cancelled in each way an application cancels, and the changes a backend watches."""
 
 from __future__ import annotations
 
@@ -8,14 +8,17 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream
 
+from noetic_scratchpad.storage import StorageBackend
+from noetic_scratchpad.storage.notices import ChangeNotice, watch_changes
 from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,3 +143,27 @@ async def cancelled(how: str, write: Callable[[], Awaitable[Any]], after: float)
         with anyio.move_on_after(after) as scope:
             await write()
         assert scope.cancelled_caught
+
+
+Notices = MemoryObjectReceiveStream[ChangeNotice]
+
+
+@asynccontextmanager
+async def watching(backend: StorageBackend, buffer: int = 100) -> AsyncIterator[Notices]:
+    """The notices ``backend`` watches, as a stream (of ``buffer`` notices), from once it
+    listens (0.3 s) until the block ends."""
+    notices = watch_changes(backend)
+    assert notices is not None
+    send, receive = anyio.create_memory_object_stream[ChangeNotice](buffer)
+
+    async def forward() -> None:
+        async with send:
+            async for notice in notices:
+                await send.send(notice)
+
+    async with receive, anyio.create_task_group() as tg:
+        tg.start_soon(forward)
+        await anyio.sleep(0.3)  # listening
+        yield receive
+        tg.cancel_scope.cancel()
+    await notices.aclose()

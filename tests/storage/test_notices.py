@@ -10,7 +10,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from noetic_scratchpad.keys import MAX_ID_BYTES, state_key
 from noetic_scratchpad.storage import Commit, StorageBackend, open_storage
@@ -22,6 +21,7 @@ from noetic_scratchpad.storage.notices import (
     watch_changes,
 )
 from tests.conftest import postgres_test_url, redis_test_url, require_postgres, require_redis
+from tests.storage.helpers import watching
 
 
 def test_a_notice_fits_notify_s_payload_dropping_the_call_id_first() -> None:
@@ -49,29 +49,6 @@ def test_a_backend_without_the_capability_watches_nothing() -> None:
     from noetic_scratchpad.storage import MemoryStorage
 
     assert watch_changes(MemoryStorage()) is None
-
-
-Notices = MemoryObjectReceiveStream[ChangeNotice]
-
-
-@asynccontextmanager
-async def _watching(backend: StorageBackend) -> AsyncIterator[Notices]:
-    """The notices ``backend`` watches, as a stream, for as long as the block runs."""
-    notices = watch_changes(backend)
-    assert notices is not None
-    send, receive = anyio.create_memory_object_stream[ChangeNotice](100)
-
-    async def forward() -> None:
-        async with send:
-            async for notice in notices:
-                await send.send(notice)
-
-    async with receive, anyio.create_task_group() as tg:
-        tg.start_soon(forward)
-        await anyio.sleep(0.3)  # listening
-        yield receive
-        tg.cancel_scope.cancel()
-    await notices.aclose()
 
 
 @asynccontextmanager
@@ -128,7 +105,7 @@ async def test_the_largest_scope_key_is_announced_with_its_call_id(
         origin = writer.origin  # type: ignore[attr-defined]
         key = state_key("scratchpad", "thread", "é" * (MAX_ID_BYTES // 2))
         call_id = "c" * 128
-        async with _watching(watcher) as notices:
+        async with watching(watcher) as notices:
             await writer.commit(
                 key, lambda _c: Commit({"a": 1}, None, None, ("tool", call_id)), keep=0
             )
@@ -150,7 +127,7 @@ async def test_sqlite_announces_each_journaled_write_of_a_batch_and_a_delete(
     journal row each: each is told, with the source and call id its entry names."""
     async with _pair("sqlite", tmp_path) as (writer, watcher):
         watcher.origin = "the-watching-process"  # type: ignore[attr-defined]
-        async with _watching(watcher) as notices:
+        async with watching(watcher) as notices:
 
             def journaled(n: int) -> Commit:
                 return Commit({"n": n}, {"source": "tool", "call_id": f"c{n}"}, None)
@@ -174,7 +151,7 @@ async def test_sqlite_announces_each_journaled_write_of_a_batch_and_a_delete(
 @pytest.mark.parametrize("kind", ["postgres", "redis"])
 async def test_a_watch_leaves_out_its_own_process_s_changes(kind: str) -> None:
     async with _pair(kind) as (writer, watcher):
-        async with _watching(watcher) as notices:
+        async with watching(watcher) as notices:
             await writer.set("mine", 1)  # the same process: not announced to it
             writer.origin = "the-other-process"  # type: ignore[attr-defined]
             await writer.set("theirs", 1)
@@ -197,7 +174,7 @@ async def test_the_listener_comes_back_after_its_connection_is_cut(
     async with _pair(kind) as (writer, watcher):
         writer.origin = "the-other-process"  # type: ignore[attr-defined]
         with caplog.at_level(logging.WARNING, "noetic_scratchpad.storage"):
-            async with _watching(watcher) as notices:
+            async with watching(watcher) as notices:
                 await writer.set("k", 1)
                 with anyio.fail_after(2):
                     assert (await notices.receive()).revision == 1

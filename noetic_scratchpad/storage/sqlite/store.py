@@ -81,11 +81,23 @@ class SqliteStorage(SqliteWrites, StorageBackend):
         self._closed = False
         self.origin = process_origin()
         """The process name this backend's changes carry (see :mod:`..notices`)."""
-        self.announces = True
-        """Whether other processes' changes can be watched (:meth:`watch_changes`); this
-        process's own are recorded for theirs from :meth:`open` on."""
+        self._announces = True
+        self._installed = False  # the table of changes and the trigger: from open on
         self.watch_interval = changes.DEFAULT_INTERVAL
         """Seconds between two looks of :meth:`watch_changes` at the file."""
+
+    @property
+    def announces(self) -> bool:
+        """Whether other processes' changes can be watched (:meth:`watch_changes`), and
+        this process's own are recorded for theirs while they watch (from :meth:`open`
+        on); false: neither."""
+        return self._announces
+
+    @announces.setter
+    def announces(self, announces: bool) -> None:
+        self._announces = announces
+        if self._installed:
+            self._writer.announce_as(self.origin if announces else None)
 
     def __repr__(self) -> str:
         return f"SqliteStorage({self.path!r}, synchronous={self.options.synchronous!r})"
@@ -106,7 +118,9 @@ class SqliteStorage(SqliteWrites, StorageBackend):
             await storage._writer.call(
                 changes.install, storage._writer.conn, parsed.table, storage.origin
             )
-            storage._writer.origin = storage.origin  # the writes are announced from now on
+            storage._installed = True
+            if storage.announces:  # the writes are announced from now on, when watched
+                storage._writer.announce_as(storage.origin)
         except BaseException:
             await storage.aclose()
             raise

@@ -34,6 +34,7 @@ __all__ = (
     "decode_row",
     "journal_table",
     "retired_table",
+    "watchers_table",
 )
 
 logger = logging.getLogger("noetic_scratchpad.storage.sqlite")
@@ -48,6 +49,12 @@ def changes_table(table: str) -> str:
     """The name of the table of the latest changes, announced to other processes (see
     :mod:`.changes`), of the key-value table ``table``."""
     return f"{table}_changes"
+
+
+def watchers_table(table: str) -> str:
+    """The name of the table of the processes watching for changes, each until a time
+    (see :mod:`.changes`), of the key-value table ``table``."""
+    return f"{table}_watchers"
 
 
 def retired_table(table: str) -> str:
@@ -77,6 +84,7 @@ class TableSql:
         "set_row",
         "table",
         "upsert",
+        "watched",
     )
 
     def __init__(self, table: str) -> None:
@@ -135,6 +143,9 @@ class TableSql:
             f"{columns} SELECT key, revision, 0, ?, NULL, NULL FROM {table} WHERE key = ?"
         )
         self.announce_trim = f"DELETE FROM {c} WHERE id <= ?"
+        # Until when some process other than this one (?) watches for the changes: the
+        # writes are announced only until then.
+        self.watched = f"SELECT max(until) FROM {watchers_table(table)} WHERE origin <> ?"
         self.clear_journal = f"DELETE FROM {j} WHERE key = ?"
         self.journal_rows = (
             f"SELECT revision, written_at, CAST(entry AS BLOB) FROM {j} WHERE key = ? "

@@ -297,9 +297,18 @@ class SqliteWriter:
         #: The process name its writes are announced with to other processes (see
         #: :mod:`.changes`), once the table of changes is in place; ``None``: not announced.
         self.origin: str | None = None
+        # Until when another process watches (0: none), as of the last transaction after
+        # another connection's commit: only a commit can register or renew a watcher.
+        self._watched_until = 0.0
         self.tasks = TaskOwner()
         """Where the worker runs."""
         self._worker = self.tasks.worker(self._work)
+
+    def announce_as(self, origin: str | None) -> None:
+        """Announce this writer's writes as ``origin`` from its next transaction on, while
+        another process watches (``None``: never; see :mod:`.changes`)."""
+        self.origin = origin
+        self._data_version = None  # the next transaction asks who watches
 
     def __len__(self) -> int:
         """1 while a worker runs (jobs queued or in a transaction), else 0."""
@@ -548,12 +557,17 @@ class SqliteWriter:
 
     def _forget_if_stale(self, conn: sqlite3.Connection) -> None:
         """Drop every cached row if another connection has committed since our last
-        transaction. Inside BEGIN IMMEDIATE no one else can commit; the version changes
-        only on another connection's commit (our own commits leave it as it is)."""
+        transaction, and ask again whether another process watches (see :mod:`.changes`).
+        Inside BEGIN IMMEDIATE no one else can commit; the version changes only on another
+        connection's commit (our own commits leave it as it is)."""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
             self._recent.clear()
             self._data_version = version
+            if self.origin is not None:
+                self._watched_until = (
+                    conn.execute(self._sql.watched, (self.origin,)).fetchone()[0] or 0.0
+                )
 
     def _apply(self, conn: sqlite3.Connection, jobs: Sequence[Job], guarded: bool) -> Batch | None:
         """Apply ``jobs`` in order inside the open transaction, then write each key's rows
@@ -704,7 +718,7 @@ class SqliteWriter:
                 if guarded:  # undo every key written so far, and write the others again
                     conn.execute("ROLLBACK TO key_rows")
                     index = 0
-        if self.origin is not None:
+        if self.origin is not None and self._watched_until > now:
             self._announce(conn, keys, batch.keys)
         if guarded:
             conn.execute("RELEASE key_rows")
