@@ -176,7 +176,7 @@ class TaskOwner:
         self._lent: TaskGroup | None = None  # (1): the lender's group
         # (1) on asyncio's fast path: the tasks started while lent, and the event that
         # tells the group's keeper of them the lending ended
-        self._kept: set[asyncio.Task[None]] | None = None
+        self._kept: _Kept | None = None
         self._released: Event | None = None
         self._workers: list[Worker] = []
         self._residents: list[Worker] = []  # workers with a task in the lent group
@@ -203,7 +203,7 @@ class TaskOwner:
             return
         self._lent = group
         if FAST_PATH and running_asyncio_loop() is not None:
-            self._kept, self._released = set(), implementation().new_event()
+            self._kept, self._released = _Kept(), implementation().new_event()
             group.start_soon(self._keep, self._kept, self._released)
         try:
             for worker in self._workers:  # waiting there from now on, not from a first write
@@ -232,7 +232,7 @@ class TaskOwner:
             kept = self._kept
             loop = running_asyncio_loop() if kept is not None else None
             if kept is not None and loop is not None:
-                _start_task(loop, kept, _guarded, (fn, args))  # its keeper is in the group
+                _start_task(loop, kept.tasks, kept.run, (fn, args))  # its keeper is in the group
             else:
                 self._lent.start_soon(_guarded, fn, args)
             return True
@@ -249,24 +249,25 @@ class TaskOwner:
         self._pending.append((fn, args))
         return True
 
-    async def _keep(self, kept: set[asyncio.Task[None]], released: Event) -> None:
+    async def _keep(self, kept: _Kept, released: Event) -> None:
         """On asyncio's fast path, the lent group's task that answers for the owner's tasks
         started while lent (each an asyncio task: anyio's task start costs more, see
         docs/benchmarks.md): when the lending ends it waits for them; cancelled with the
         group, it cancels them and waits for them before it ends. So they are joined and
-        cancelled with the group as its own tasks would be."""
+        cancelled with the group as its own tasks would be: through a cancel scope of
+        theirs, which respects the shields inside (``task.cancel()`` would not)."""
         import asyncio  # only ever on asyncio
 
+        tasks = kept.tasks
         try:
             await released.wait()
-            while kept:
-                await asyncio.wait(tuple(kept))
+            while tasks:
+                await asyncio.wait(tuple(tasks))
         except BaseException:
-            for task in kept:
-                task.cancel()
+            kept.cancel()
             with anyio.CancelScope(shield=True):
-                while kept:
-                    await asyncio.wait(tuple(kept))
+                while tasks:  # also those started from now on: cancelled as they start
+                    await asyncio.wait(tuple(tasks))
             raise
 
     def worker(self, fn: Callable[[], Awaitable[None]]) -> Worker:
@@ -377,6 +378,37 @@ class _Resident:
         self.event = new_event()  # set to wake the task
         self.woken = False  # whether a wake waits to be run
         self.stopped = False
+
+
+class _Kept:
+    """The tasks a lent owner started on asyncio's fast path (:meth:`TaskOwner._keep`),
+    each run in a cancel scope of its own that :meth:`cancel` cancels: a group cancels its
+    own tasks that way, so a shielded scope inside (a handler's cleanup) holds. Cancelling
+    an asyncio task directly would pierce it: anyio's shields stop only cancel scopes."""
+
+    __slots__ = ("cancelled", "scopes", "tasks")
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.scopes: set[anyio.CancelScope] = set()  # of the tasks running now
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Cancel every task, those not started yet as they start."""
+        self.cancelled = True
+        for scope in self.scopes:
+            scope.cancel()
+
+    async def run(self, fn: Callable[..., Awaitable[None]], args: tuple[Any, ...]) -> None:
+        """``fn(*args)`` as :func:`_guarded` does, in the task's cancel scope."""
+        with anyio.CancelScope() as scope:
+            if self.cancelled:
+                scope.cancel()
+            self.scopes.add(scope)
+            try:
+                await _guarded(fn, args)
+            finally:
+                self.scopes.discard(scope)
 
 
 class GroupHost:

@@ -44,6 +44,44 @@ async def test_aclose_joins_a_handler_that_outlasts_the_bus(anyio_backend: str) 
     assert ended == ["ended"]
 
 
+@pytest.mark.anyio
+async def test_the_groups_cancellation_keeps_a_handlers_shield(
+    anyio_backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A handler whose shielded cleanup is under way when the core's group gives up waiting
+    and cancels it keeps its shield, as a task of the group's own would (on asyncio the
+    handler is an asyncio task the group's keeper answers for: ``task.cancel()`` would
+    cut the cleanup short, unlogged). Past the group's second wait it is left running,
+    logged; it ends when its cleanup does."""
+    inside, go, finished = anyio.Event(), anyio.Event(), anyio.Event()
+    ended: list[str] = []
+
+    async def handler(event: ScratchpadEvent) -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            try:
+                with anyio.CancelScope(shield=True):  # entered on the bus's timeout
+                    inside.set()
+                    await go.wait()  # set only once aclose has returned
+                ended.append("ended")
+            finally:
+                finished.set()
+
+    core = ScratchpadCore(storage=MemoryStorage(), events=EventBus(handler_timeout=0.01))
+    core.events.subscribe(handler)
+    core._group.grace = 0.01  # the group's two waits, short: the handler outlasts both
+    with anyio.fail_after(10), caplog.at_level(logging.ERROR, "noetic_scratchpad"):
+        async with core:
+            core.events.emit(discarded())
+            await inside.wait()
+        assert "ignored their cancellation" in caplog.text
+        assert not finished.is_set()  # still in its shielded cleanup, not cancelled there
+        go.set()
+        await finished.wait()
+    assert ended == ["ended"]
+
+
 @pytest.mark.asyncio
 async def test_no_task_of_the_library_runs_after_aclose(tmp_path: Path) -> None:
     """Opened in one task, written by others, closed in another: while open, the bus and
