@@ -563,11 +563,11 @@ class SqliteWriter:
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
             self._recent.clear()
-            self._data_version = version
             if self.origin is not None:
                 self._watched_until = (
                     conn.execute(self._sql.watched, (self.origin,)).fetchone()[0] or 0.0
                 )
+            self._data_version = version  # (only once both are current)
 
     def _apply(self, conn: sqlite3.Connection, jobs: Sequence[Job], guarded: bool) -> Batch | None:
         """Apply ``jobs`` in order inside the open transaction, then write each key's rows
