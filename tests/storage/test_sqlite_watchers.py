@@ -8,8 +8,10 @@ write committed after a watcher registered is still announced to it (see
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
+import textwrap
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,7 +23,7 @@ import pytest
 from noetic_scratchpad.storage import Commit, open_storage
 from noetic_scratchpad.storage.sqlite import changes
 from noetic_scratchpad.storage.sqlite.store import SqliteStorage
-from tests.storage.helpers import watching
+from tests.storage.helpers import finish, python, watching
 
 pytestmark = pytest.mark.asyncio
 
@@ -124,6 +126,79 @@ async def test_every_write_after_a_watch_starts_is_announced_while_writers_race_
         revisions = heard[key]
         assert revisions, key
         assert revisions == list(range(revisions[0], written[key] + 1)), key
+        assert revisions[0] <= started_at[key] + 1, key
+
+
+#: Another process: four tasks write four keys, a write every 5 ms each, until a line on
+#: stdin; then it prints each key's last revision as JSON.
+_WRITER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from noetic_scratchpad.storage import Commit, open_storage
+
+    async def main():
+        async with await open_storage("sqlite:///" + sys.argv[1]) as backend:
+            last = {}
+            stop = asyncio.Event()
+
+            async def write(key):
+                while not stop.is_set():
+                    entry = {"source": "tool", "call_id": None}
+                    done = await backend.commit(
+                        key, lambda _c: Commit({"n": 1}, entry, None), keep=5
+                    )
+                    last[key] = done.revision
+                    await asyncio.sleep(0.005)
+
+            tasks = [asyncio.create_task(write(f"p{n}")) for n in range(4)]
+            print("writing", flush=True)
+            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+            stop.set()
+            await asyncio.gather(*tasks)
+            print(json.dumps(last), flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_another_process_writing_is_heard_from_the_watch_s_start_on(
+    tmp_path: Path,
+) -> None:
+    """Another process writes four keys without pause while this one starts watching: each
+    key's revisions are heard without a gap from at most the one stored when the watch
+    started listening to the writer's last, across processes."""
+    path = tmp_path / "processes.db"
+    async with _opened(path) as watcher:  # creates the file and its tables first
+        child = python(_WRITER, str(path))
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "writing", finish(child)
+            await anyio.sleep(0.1)  # the child writes, unwatched
+            async with watching(watcher, 10_000) as notices:
+                conn = sqlite3.connect(path)
+                started_at = dict(conn.execute("SELECT key, revision FROM scratchpad_kv"))
+                conn.close()
+                await anyio.sleep(0.3)
+                assert child.stdin is not None
+                child.stdin.write("stop\n")
+                child.stdin.flush()
+                last = json.loads(child.stdout.readline())
+                await anyio.sleep(0.5)  # two polls past the last write at least
+                heard: dict[str, list[int]] = {key: [] for key in last}
+                while True:
+                    try:
+                        notice = notices.receive_nowait()
+                    except anyio.WouldBlock:
+                        break
+                    assert notice.revision is not None
+                    heard[notice.key].append(notice.revision)
+        finally:
+            finish(child)
+    for key, revision in last.items():
+        revisions = heard[key]
+        assert revisions, key
+        assert revisions == list(range(revisions[0], revision + 1)), key
         assert revisions[0] <= started_at[key] + 1, key
 
 
