@@ -23,7 +23,7 @@ import pytest
 from noetic_scratchpad.storage import Commit, open_storage
 from noetic_scratchpad.storage.sqlite import changes
 from noetic_scratchpad.storage.sqlite.store import SqliteStorage
-from tests.storage.helpers import finish, python, watching
+from tests.storage.helpers import Notices, finish, python, watching
 
 pytestmark = pytest.mark.asyncio
 
@@ -56,6 +56,30 @@ async def _opened(path: Path, origin: str | None = None) -> AsyncIterator[Sqlite
 async def _write_all(backend: SqliteStorage, key: str, count: int) -> None:
     for n in range(count):
         await backend.commit(key, lambda _c, n=n: _journaled(n), keep=5)
+
+
+def _heard(notices: Notices, keys: list[str]) -> dict[str, list[int]]:
+    """The revisions of each key among the notices received so far, in arrival order."""
+    heard: dict[str, list[int]] = {key: [] for key in keys}
+    while True:
+        try:
+            notice = notices.receive_nowait()
+        except anyio.WouldBlock:
+            return heard
+        assert notice.revision is not None
+        heard[notice.key].append(notice.revision)
+
+
+def _assert_heard_from_the_start(
+    heard: dict[str, list[int]], started_at: dict[str, int], last: dict[str, int]
+) -> None:
+    """Each key heard without a gap, from at most the revision after the one stored when
+    the watch started (``started_at``) up to its ``last``."""
+    for key, revision in last.items():
+        revisions = heard[key]
+        assert revisions, key
+        assert revisions == list(range(revisions[0], revision + 1)), key
+        assert revisions[0] <= started_at[key] + 1, key
 
 
 async def test_no_write_is_announced_while_no_other_process_watches(tmp_path: Path) -> None:
@@ -113,20 +137,8 @@ async def test_every_write_after_a_watch_starts_is_announced_while_writers_race_
                 await anyio.sleep(0.3)
                 stop.set()
                 await anyio.sleep(0.5)  # two polls past the last write at least
-                heard: dict[str, list[int]] = {key: [] for key in keys}
-                while True:
-                    try:
-                        notice = notices.receive_nowait()
-                    except anyio.WouldBlock:
-                        break
-                    assert notice.revision is not None
-                    heard[notice.key].append(notice.revision)
-
-    for key in keys:
-        revisions = heard[key]
-        assert revisions, key
-        assert revisions == list(range(revisions[0], written[key] + 1)), key
-        assert revisions[0] <= started_at[key] + 1, key
+                heard = _heard(notices, keys)
+    _assert_heard_from_the_start(heard, started_at, written)
 
 
 #: Another process: four tasks write four keys, a write every 5 ms each, until a line on
@@ -185,21 +197,10 @@ async def test_another_process_writing_is_heard_from_the_watch_s_start_on(
                 child.stdin.flush()
                 last = json.loads(child.stdout.readline())
                 await anyio.sleep(0.5)  # two polls past the last write at least
-                heard: dict[str, list[int]] = {key: [] for key in last}
-                while True:
-                    try:
-                        notice = notices.receive_nowait()
-                    except anyio.WouldBlock:
-                        break
-                    assert notice.revision is not None
-                    heard[notice.key].append(notice.revision)
+                heard = _heard(notices, list(last))
         finally:
             finish(child)
-    for key, revision in last.items():
-        revisions = heard[key]
-        assert revisions, key
-        assert revisions == list(range(revisions[0], revision + 1)), key
-        assert revisions[0] <= started_at[key] + 1, key
+    _assert_heard_from_the_start(heard, started_at, last)
 
 
 async def test_announcing_stops_once_a_stopped_watch_s_lease_lapses(
