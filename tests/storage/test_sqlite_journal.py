@@ -58,7 +58,9 @@ async def test_a_file_of_version_0_1_is_upgraded_at_open(tmp_path: Path) -> None
     journal = raw(path, "PRAGMA table_info(scratchpad_kv_journal)")
     assert [(row[1], row[5]) for row in journal] == [
         ("key", 1),
-        ("revision", 2),
+        ("keep", 2),
+        ("slot", 3),
+        ("revision", 0),
         ("written_at", 0),
         ("entry", 0),
     ]
@@ -67,17 +69,13 @@ async def test_a_file_of_version_0_1_is_upgraded_at_open(tmp_path: Path) -> None
         assert await storage.get_revision(key) == Revision({"goal": "new"}, 2)
 
 
-async def test_a_journal_made_without_rowid_by_the_previous_release_keeps_working(
-    tmp_path: Path,
+@pytest.mark.parametrize("without_rowid", [False, True], ids=["rowid", "without-rowid"])
+async def test_a_journal_keyed_by_revision_moves_into_the_ring_at_open(
+    tmp_path: Path, without_rowid: bool
 ) -> None:
-    """New files get a rowid journal; a file whose journal an earlier release made WITHOUT
-    ROWID (same columns and key) opens unchanged, and commits, trims and reads work on it."""
-    fresh = tmp_path / "fresh.db"
-    async with await SqliteStorage.open(url_of(fresh)):
-        pass
-    ddl = raw(fresh, "SELECT sql FROM sqlite_master WHERE name = 'scratchpad_kv_journal'")
-    assert "WITHOUT ROWID" not in ddl[0][0].upper()
-
+    """A journal as releases up to 0.2 made it, keyed by (key, revision), with or without
+    rowid: opening moves its rows into the ring's table, history intact, and the next
+    writes trim it to their keep."""
     path = tmp_path / "earlier.db"
     raw(
         path,
@@ -87,18 +85,31 @@ async def test_a_journal_made_without_rowid_by_the_previous_release_keeps_workin
     raw(
         path,
         "CREATE TABLE scratchpad_kv_journal (key TEXT NOT NULL, revision INTEGER NOT NULL, "
-        "written_at REAL NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (key, revision)) "
-        "WITHOUT ROWID",
+        "written_at REAL NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (key, revision))"
+        + (" WITHOUT ROWID" if without_rowid else ""),
     )
     key = "layers/scratchpad/t1/state"
+    raw(path, "INSERT INTO scratchpad_kv VALUES (?, '{\"n\": 4}', 0, 4)", key)
+    for n in range(1, 5):
+        entry = f'{{"n": {n}}}'
+        raw(path, "INSERT INTO scratchpad_kv_journal VALUES (?, ?, ?, ?)", key, n, n, entry)
     async with await SqliteStorage.open(url_of(path)) as storage:
-        for n in range(1, 6):
+        rows = await storage.journal(key, limit=10)
+        assert [(row.revision, row.written_at, row.entry) for row in rows] == [
+            (n, float(n), {"n": n}) for n in (4, 3, 2, 1)
+        ]
+        for n in range(5, 8):
             await storage.commit(key, journaled({"n": n}), keep=3)
         rows = await storage.journal(key, limit=10)
-    assert [row.revision for row in rows] == [5, 4, 3]
-    assert [row.entry for row in rows] == [{"n": 5}, {"n": 4}, {"n": 3}]
+    assert [row.revision for row in rows] == [7, 6, 5]
+    assert [row.entry for row in rows] == [{"n": 7}, {"n": 6}, {"n": 5}]
     ddl = raw(path, "SELECT sql FROM sqlite_master WHERE name = 'scratchpad_kv_journal'")
-    assert "WITHOUT ROWID" in ddl[0][0].upper()
+    assert "WITHOUT ROWID" not in ddl[0][0].upper()
+    assert raw(path, "SELECT keep, slot, revision FROM scratchpad_kv_journal ORDER BY slot") == [
+        (3, 0, 6),
+        (3, 1, 7),
+        (3, 2, 5),
+    ]
 
 
 async def test_open_of_an_upgraded_file_takes_no_write_lock(tmp_path: Path) -> None:
@@ -462,13 +473,14 @@ async def test_several_rows_of_one_key_in_one_transaction_leave_the_newest(
 
 
 async def test_a_rewritten_row_replaces_a_stray_row_of_its_revision(tmp_path: Path) -> None:
-    """A row another program left at the revision a write takes (as a version without
-    journal could) gives way to the write's, as an added row would."""
+    """A row another program left in the slot a write takes, at that write's revision,
+    gives way to the write's, as an added row would."""
     path = tmp_path / "db.sqlite"
     async with await SqliteStorage.open(url_of(path)) as storage:
         await storage.commit("k", journaled("e1"), keep=2)
         await storage.commit("k", journaled("e2"), keep=2)
-        raw(path, "INSERT INTO scratchpad_kv_journal VALUES ('k', 3, 0, '\"stray\"')")
+        stray = "INSERT OR REPLACE INTO scratchpad_kv_journal VALUES ('k', 2, 1, 3, 0, '\"s\"')"
+        raw(path, stray)  # (slot 1 held revision 1, the oldest)
         assert await storage.commit("k", journaled("e3"), keep=2) == Revision("e3", 3)
         assert [(r.revision, r.entry) for r in await storage.journal("k", limit=10)] == [
             (3, "e3"),

@@ -2,9 +2,13 @@
 
 Each key is a row of the key-value table ``(key, value, updated_at, revision)``; the writes
 journaled by :meth:`~noetic_scratchpad.storage.base.StorageBackend.commit` are rows of
-``{table}_journal (key, revision, written_at, entry)``, whose primary key ``(key, revision)``
-keeps one key's rows together for the newest-first reads and the trims. A deleted key's
-last revision is a row of ``{table}_retired (key, revision)``: writing the key again
+``{table}_journal (key, keep, slot, revision, written_at, entry)``. A key's journal is a
+ring: the row of revision ``r`` written with ``keep`` rows kept sits in slot ``r % keep``,
+so a full journal's next row overwrites its oldest in place, primary key ``(key, keep,
+slot)`` untouched: one page written per journaled commit, where a key indexed by revision
+cost two (the row and its index entry). A key's rows all share one ``keep``; a write with
+another first moves them to its slots (see :meth:`TableSql.journal_reslot`). A deleted
+key's last revision is a row of ``{table}_retired (key, revision)``: writing the key again
 continues above it, so a key's revisions never repeat.
 
 Values are stored as JSON text but read as bytes (``CAST(value AS BLOB)``) and decoded
@@ -77,6 +81,7 @@ class TableSql:
         "journal_above",
         "journal_insert",
         "journal_recycle",
+        "journal_reslot",
         "journal_rows",
         "journal_trim",
         "retire",
@@ -122,16 +127,27 @@ class TableSql:
         # OR REPLACE: a row a version without journal left behind (deleting the key but
         # not its journal) must not make the key unwritable.
         self.journal_insert = (
-            f"INSERT OR REPLACE INTO {j} (key, revision, written_at, entry) VALUES (?, ?, ?, ?)"
+            f"INSERT OR REPLACE INTO {j} (key, keep, slot, revision, written_at, entry) "
+            "VALUES (?1, ?2, ?3 % ?2, ?3, ?4, ?5)"
         )
+        # (No index on the revision: the trims scan the key's rows, at most its keep.)
         self.journal_trim = f"DELETE FROM {j} WHERE key = ? AND revision <= ?"
-        # The key's oldest journal row rewritten as its newest: only when it is the one
-        # row at or below the floor, so that nothing is left to trim (see
-        # SqliteWriter._write_key). OR REPLACE for the same reason as the insert's.
+        # A full ring's next row (?3) over its oldest, in place: only when that slot holds
+        # revision ?3 - keep and the one before holds ?3 - 1. The rows then span exactly
+        # the keep revisions up to ?3 - 1 (the last journaled write, with this keep, left
+        # them so), and the oldest is the only one to go. Else (a revision never
+        # journaled, another keep) the writer trims, reslots and inserts instead.
         self.journal_recycle = (
-            f"UPDATE OR REPLACE {j} SET revision = ?1, written_at = ?2, entry = ?3 "
-            "WHERE key = ?4 AND revision = ?5 "
-            f"AND NOT EXISTS (SELECT 1 FROM {j} WHERE key = ?4 AND revision < ?5)"
+            f"UPDATE {j} SET revision = ?3, written_at = ?4, entry = ?5 "
+            "WHERE key = ?1 AND keep = ?2 AND slot = ?3 % ?2 AND revision = ?3 - ?2 "
+            f"AND EXISTS (SELECT 1 FROM {j} WHERE key = ?1 AND keep = ?2 "
+            "AND slot = (?3 - 1) % ?2 AND revision = ?3 - 1)"
+        )
+        # A key's rows moved to the slots of another keep (?2), after the trim has left
+        # at most that many consecutive revisions: their new slots differ from each other
+        # and from those of the rows already there.
+        self.journal_reslot = (
+            f"UPDATE {j} SET keep = ?2, slot = revision % ?2 WHERE key = ?1 AND keep <> ?2"
         )
         # The writes announced to other processes (see .changes): a key, its revision,
         # the origin, the source and call id; a row whose revision SQL alone knows (a set
@@ -189,12 +205,12 @@ class TableSql:
         """The delete of the journal rows under ``prefix`` written at or before a time, at
         most a number of them (the two parameters after the prefix's), each key's oldest
         first: in the key index's order, since a row's place in the table is no guide to
-        its age (the writer rewrites a full journal's oldest row as its newest)."""
+        its age (a full ring's oldest row is rewritten as its newest)."""
         where, params = _prefix_range(prefix)
         where = f"{where} AND" if where else " WHERE"
         j = self.journal
         return (
-            f"DELETE FROM {j} WHERE (key, revision) IN (SELECT key, revision FROM {j}"
+            f"DELETE FROM {j} WHERE (key, keep, slot) IN (SELECT key, keep, slot FROM {j}"
             f"{where} written_at <= ? ORDER BY key, revision LIMIT ?)",
             params,
         )
@@ -257,15 +273,21 @@ def decode_journal(
 # -- creating and upgrading ---------------------------------------------------------------
 
 _KV_COLUMNS = ("key", "value", "updated_at")
-_JOURNAL_COLUMNS = ("key", "revision", "written_at", "entry")
+#: The journal's columns and their places in its primary key.
+_JOURNAL_COLUMNS = {"key": 1, "keep": 2, "slot": 3, "revision": 0, "written_at": 0, "entry": 0}
+_JOURNAL_DDL = (
+    "CREATE TABLE IF NOT EXISTS {name} (key TEXT NOT NULL, keep INTEGER NOT NULL, "
+    "slot INTEGER NOT NULL, revision INTEGER NOT NULL, written_at REAL NOT NULL, "
+    "entry TEXT NOT NULL, PRIMARY KEY (key, keep, slot))"
+)
 
 
 def create_table(conn: sqlite3.Connection, path: str, table: str) -> None:
     """Create the tables when missing, add the revision column to a table made by an
     earlier version; refuse tables of another shape. Writes nothing when all is in place."""
     journal = journal_table(table)
-    tables = (journal, retired_table(table))
-    if "revision" in _columns(conn, table) and all(_columns(conn, name) for name in tables):
+    in_place = "revision" in _columns(conn, table) and "slot" in _columns(conn, journal)
+    if in_place and _columns(conn, retired_table(table)):
         _check_shapes(conn, path, table)
         return
     # Under the write lock: processes opening an old file together upgrade it once.
@@ -293,15 +315,13 @@ def _create(conn: sqlite3.Connection, path: str, table: str) -> None:
         conn.execute(f"ALTER TABLE {table} ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")
         conn.execute(f"UPDATE {table} SET revision = 1")
     # A rowid table too: an entry is a few hundred bytes, past what WITHOUT ROWID suits
-    # (a twentieth of a page); new rows go at the table's end and only the small
-    # (key, revision) index entries land among the other keys'. Inserts measured 1.4-3x
-    # faster with 100 scopes. (Files of 0.2 keep their WITHOUT ROWID journal: the same
-    # columns and key, read and written alike.)
-    conn.execute(
-        f"CREATE TABLE IF NOT EXISTS {journal_table(table)} ("
-        "key TEXT NOT NULL, revision INTEGER NOT NULL, written_at REAL NOT NULL, "
-        "entry TEXT NOT NULL, PRIMARY KEY (key, revision))"
-    )
+    # (a twentieth of a page), and new rows then go at the table's end, only the small
+    # index entries among the other keys'. Inserts measured 1.4-3x faster with 100 scopes.
+    journal = journal_table(table)
+    columns = _columns(conn, journal)
+    if columns and "slot" not in columns:
+        _ring_journal(conn, journal, columns)
+    conn.execute(_JOURNAL_DDL.format(name=journal))
     # Files made before it have none: the revisions of keys deleted before are gone, and
     # keys deleted from now on keep theirs.
     conn.execute(
@@ -309,6 +329,26 @@ def _create(conn: sqlite3.Connection, path: str, table: str) -> None:
         "key TEXT PRIMARY KEY NOT NULL, revision INTEGER NOT NULL) WITHOUT ROWID"
     )
     _check_shapes(conn, path, table)
+
+
+def _ring_journal(conn: sqlite3.Connection, journal: str, columns: dict[str, int]) -> None:
+    """Move the rows of a journal keyed by (key, revision), as versions up to 0.2 made
+    it, into the ring's table. They keep their revisions; ``keep`` 0 (no writer's) puts
+    each in a slot of its own, its revision, and a key's next write moves them to the
+    slots of its keep. A table of another shape is left for the check to refuse."""
+    if (columns.get("key"), columns.get("revision")) != (1, 2):
+        return
+    if not {"written_at", "entry"} <= columns.keys():
+        return
+    moved = f"{journal}_upgrade"
+    conn.execute(f"DROP TABLE IF EXISTS {moved}")
+    conn.execute(_JOURNAL_DDL.format(name=moved))
+    conn.execute(
+        f"INSERT INTO {moved} (key, keep, slot, revision, written_at, entry) "
+        f"SELECT key, 0, revision, revision, written_at, entry FROM {journal}"
+    )
+    conn.execute(f"DROP TABLE {journal}")
+    conn.execute(f"ALTER TABLE {moved} RENAME TO {journal}")
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> dict[str, int]:
@@ -320,13 +360,12 @@ def _check_shapes(conn: sqlite3.Connection, path: str, table: str) -> None:
     _check_kv_shape(conn, path, table)
     journal = journal_table(table)
     columns = _columns(conn, journal)
-    keyed = (columns.get("key"), columns.get("revision")) == (1, 2)
-    if not (keyed and set(columns) >= set(_JOURNAL_COLUMNS)):
+    if not _JOURNAL_COLUMNS.items() <= columns.items():
         found = ", ".join(columns) or "none"
         raise StorageConfigError(
             f"the table {journal!r} in {path} is not a scratchpad journal: it has the "
-            f"columns {found}, not key and revision (the primary key), written_at and "
-            "entry. Rename or drop that table, or use another table name "
+            f"columns {found}, not key, keep and slot (the primary key), revision, "
+            "written_at and entry. Rename or drop that table, or use another table name "
             "(sqlite:///...?table=scratchpad_kv2)"
         )
     retired = retired_table(table)

@@ -17,7 +17,8 @@ writer connection's thread, so it costs one thread hop however many statements i
   read-modify-write can be interleaved with another's.
 - The jobs of a transaction are applied in order to a :class:`KeyState` per key, which
   then writes each changed key's final row, its new journal rows and the journal's trim
-  (on a full journal, its oldest row rewritten in place as the newest).
+  (a key's journal is a ring: when full, its oldest row is rewritten in place as the
+  newest; see :mod:`.table`).
   A key's revision is known once the writer has read or cached the row; a ``set`` on a row
   it never read only counts itself (``bumps``), and the row's revision then advances by
   that count in SQL, so a ``set`` never costs a read.
@@ -175,9 +176,10 @@ class KeyState:
         #: Whether the key's row is to be written; ``text`` ``None``: deleted.
         self.changed = False
         self.text: str | None = None
-        #: Journal rows to insert, as (revision, entry text, source, call id): the last
-        #: two are announced with the row to other processes (see :mod:`.changes`).
-        self.journal: list[tuple[int, str, str | None, str | None]] = []
+        #: Journal rows to write, as (revision, entry text, source, call id, keep): the
+        #: source and call id are announced with the row to other processes (see
+        #: :mod:`.changes`); keep places it in the ring (see :mod:`.table`).
+        self.journal: list[tuple[int, str, str | None, str | None, int]] = []
         #: Journal rows at or below this revision are trimmed (0: none).
         self.floor = 0
         #: Whether every journal row stored for the key is deleted first.
@@ -218,7 +220,7 @@ class KeyState:
         revision = self.revision = self.revision + 1
         self.value, self.text, self.changed, self.exists = value, text, True, True
         if entry is not None:
-            self.journal.append((revision, entry, *about))
+            self.journal.append((revision, entry, *about, keep))
             self.floor = max(self.floor, revision - keep)
         current = self.current = Revision(value, revision)
         return current
@@ -632,7 +634,7 @@ class SqliteWriter:
         now = time.time()
         rows = [
             JournalRow(revision, now, _json.loads(entry))
-            for revision, entry, _, _ in reversed(state.journal)
+            for revision, entry, *_ in reversed(state.journal)
             if revision > floor
         ]
         if state.exists and not state.clear:
@@ -739,7 +741,7 @@ class SqliteWriter:
             if state.text is None:
                 continue
             floor = state.floor
-            for revision, _, source, call_id in state.journal:
+            for revision, _, source, call_id, _ in state.journal:
                 if revision > floor:  # (the journal rows written)
                     rows.append((key, revision, origin, source, call_id))
             if state.revision is None:  # sets on a row never read: SQL knows its revision
@@ -775,19 +777,28 @@ class SqliteWriter:
         if not state.journal:
             return
         floor = state.floor
-        rows = [(revision, entry) for revision, entry, _, _ in state.journal if revision > floor]
-        trim = floor > 0 and not state.clear  # (rows at or below the floor never get written)
-        # The usual write of a full journal: one row in, the oldest (at the floor) out.
-        # That row is rewritten in place as the new one rather than a row added at the
-        # table's end and one deleted, which changes fewer pages per commit.
-        if trim and len(rows) == 1:
-            revision, entry = rows[0]
-            if conn.execute(sql.journal_recycle, (revision, now, entry, key, floor)).rowcount:
+        rows = [(revision, entry, keep) for revision, entry, *_, keep in state.journal]
+        rows = [row for row in rows if row[0] > floor]  # (the rows at or below never land)
+        if not state.clear:
+            # The usual write: each row over its ring's oldest, in place (one page, see
+            # TableSql.journal_recycle), while that ring is full and whole.
+            while rows and rows[0][0] > rows[0][2]:
+                revision, entry, keep = rows[0]
+                params = (key, keep, revision, now, entry)
+                if not conn.execute(sql.journal_recycle, params).rowcount:
+                    break
+                del rows[0]
+            if not rows:
                 return
-        for revision, entry in rows:
-            conn.execute(sql.journal_insert, (key, revision, now, entry))
-        if trim:
-            conn.execute(sql.journal_trim, (key, floor))
+            if floor > 0:
+                conn.execute(sql.journal_trim, (key, floor))
+        # The rest go to the slots of the last write's keep, the rows stored moved there
+        # first: they span at most that many revisions now, so no two share a slot.
+        keep = state.journal[-1][4]
+        if not state.clear:
+            conn.execute(sql.journal_reslot, (key, keep))
+        for revision, entry, _ in rows:
+            conn.execute(sql.journal_insert, (key, keep, revision, now, entry))
 
     def _remember(self, keys: dict[str, KeyState]) -> None:
         """Keep the rows a committed batch wrote; forget deleted ones and those whose value

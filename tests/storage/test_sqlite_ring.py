@@ -1,0 +1,132 @@
+"""The SQLite journal as a ring (see ``storage/sqlite/table.py``): whatever mix of keeps,
+unjournaled revisions, sets, deletes and batches a key sees, its journal holds what the
+journal keyed by revision held, the journaled revisions above each write's revision less
+its keep; and a full ring costs one page per journaled commit."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from noetic_scratchpad import open_storage
+from noetic_scratchpad.storage.base import Commit, StorageBackend
+from noetic_scratchpad.storage.sqlite import SqliteStorage
+
+from .helpers import in_one_transaction
+
+pytestmark = pytest.mark.asyncio
+
+KEYS = ("a", "b")
+KEEPS = (1, 2, 3, 5)
+
+
+def _write(storage: StorageBackend, step: tuple[Any, ...]) -> Any:
+    """The write ``step`` describes, as a coroutine of ``storage``."""
+    kind, key, n, keep = step
+    if kind == "journaled":
+        return storage.commit(key, lambda _current: Commit({"n": n}, {"e": n}), keep=keep)
+    if kind == "unjournaled":
+        return storage.commit(key, lambda _current: Commit({"n": n}), keep=keep)
+    if kind == "set":
+        return storage.set(key, {"n": n})
+    return storage.delete(key)
+
+
+def _steps(rng: random.Random, count: int) -> list[list[tuple[Any, ...]]]:
+    """Groups of writes; a group runs as one SQLite transaction. Mostly journaled
+    commits with a keep that changes now and then, so rings fill, turn and move."""
+    keep = 3
+    groups: list[list[tuple[Any, ...]]] = []
+    for n in range(count):
+        if rng.random() < 0.1:
+            keep = rng.choice(KEEPS)
+        kind = rng.choices(("journaled", "unjournaled", "set", "delete"), weights=(80, 8, 6, 3))[0]
+        step = (kind, rng.choice(KEYS), n, keep)
+        if groups and rng.random() < 0.3:
+            groups[-1].append(step)
+        else:
+            groups.append([step])
+    return groups
+
+
+class Model:
+    """What SQLite's journal holds: a journaled commit at revision r with keep k adds its
+    row and drops those at or below r - k; a delete drops them all; nothing else touches
+    it. (The memory backend keeps the k newest rows instead, which differs once a key has
+    revisions never journaled.)"""
+
+    def __init__(self) -> None:
+        self.revisions = dict.fromkeys(KEYS, 0)
+        self.rows: dict[str, list[tuple[int, Any]]] = {key: [] for key in KEYS}
+
+    def apply(self, step: tuple[Any, ...]) -> None:
+        kind, key, n, keep = step
+        if kind == "delete":
+            self.rows[key] = []
+            return
+        revision = self.revisions[key] = self.revisions[key] + 1
+        if kind == "journaled":
+            kept = [row for row in self.rows[key] if row[0] > revision - keep]
+            self.rows[key] = [(revision, {"e": n}), *kept]
+
+
+async def _journals(storage: StorageBackend) -> dict[str, Any]:
+    return {
+        key: [(row.revision, row.entry) for row in await storage.journal(key, limit=100)]
+        for key in KEYS
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_the_ring_holds_the_rows_a_revision_window_holds_whatever_the_history(
+    tmp_path: Path, seed: int
+) -> None:
+    rng = random.Random(seed)
+    model = Model()
+    async with await open_storage(f"sqlite:///{tmp_path / 'ring.db'}") as sqlite:
+        for group in _steps(rng, 300):
+            await in_one_transaction(sqlite, *(_write(sqlite, step) for step in group))
+            for step in group:
+                model.apply(step)
+            assert await _journals(sqlite) == model.rows, group
+    with sqlite3.connect(tmp_path / "ring.db") as conn:
+        # Each key's rows share one keep, each in the slot of its revision.
+        rows = conn.execute("SELECT key, keep, slot, revision FROM scratchpad_kv_journal")
+        for key in KEYS:
+            mine = [(keep, slot, revision) for k, keep, slot, revision in rows if k == key]
+            assert len({keep for keep, _, _ in mine}) <= 1
+            assert all(slot == revision % keep for keep, slot, revision in mine)
+
+
+_EMPTY_WAL = "PRAGMA wal_checkpoint(TRUNCATE)"
+
+
+def _wal_frames(path: Path) -> int:
+    wal = path.with_name(path.name + "-wal")
+    return (wal.stat().st_size - 32) // (4096 + 24) if wal.exists() else 0
+
+
+async def test_a_full_ring_costs_one_page_per_journaled_commit(tmp_path: Path) -> None:
+    """Pages written to the WAL by 200 commits of a full ring against 200 commits that
+    journal nothing: one more per commit (its row, rewritten in place), where a journal
+    keyed by revision wrote two (the row and its index entry)."""
+    path = tmp_path / "pages.db"
+    value = {"text": "x" * 500}
+    async with await SqliteStorage.open(f"sqlite:///{path}") as storage:
+        for key, keep in (("journaled", 50), ("plain", 0)):
+            for _ in range(60):  # the ring fills
+                await storage.commit(key, lambda _c: Commit(value, {"e": 1}), keep=keep)
+        frames = {}
+        conn = storage._writer.conn
+        for key, keep in (("journaled", 50), ("plain", 0)):
+            # The WAL emptied first, for a clean count.
+            await storage._writer.call(lambda: conn.execute(_EMPTY_WAL).fetchall())
+            for _ in range(200):
+                await storage.commit(key, lambda _c: Commit(value, {"e": 1}), keep=keep)
+            frames[key] = _wal_frames(path)
+    per_commit = (frames["journaled"] - frames["plain"]) / 200
+    assert 0.9 <= per_commit <= 1.1, frames
