@@ -6,8 +6,8 @@ journaled by :meth:`~noetic_scratchpad.storage.base.StorageBackend.commit` are r
 ring: the row of revision ``r`` written with ``keep`` rows kept sits in slot ``r % keep``,
 so a full journal's next row overwrites its oldest in place, primary key ``(key, keep,
 slot)`` untouched: one page written per journaled commit, where a key indexed by revision
-cost two (the row and its index entry). A key's rows all share one ``keep``; a write with
-another first moves them to its slots (see :meth:`TableSql.journal_reslot`). A deleted
+cost two (the row and its index entry). Rows written with another ``keep`` move to a
+write's slots when it trims (see ``TableSql.journal_recycle``). A deleted
 key's last revision is a row of ``{table}_retired (key, revision)``: writing the key again
 continues above it, so a key's revisions never repeat.
 
@@ -133,10 +133,11 @@ class TableSql:
         # (No index on the revision: the trims scan the key's rows, at most its keep.)
         self.journal_trim = f"DELETE FROM {j} WHERE key = ? AND revision <= ?"
         # A full ring's next row (?3) over its oldest, in place: only when that slot holds
-        # revision ?3 - keep and the one before holds ?3 - 1. The rows then span exactly
-        # the keep revisions up to ?3 - 1 (the last journaled write, with this keep, left
-        # them so), and the oldest is the only one to go. Else (a revision never
-        # journaled, another keep) the writer trims, reslots and inserts instead.
+        # revision ?3 - keep and the one before holds ?3 - 1, both with this keep. The
+        # oldest is then the only row to go: any row older than it (another keep's, or
+        # left by a gap) would have failed this check at an earlier revision, whose
+        # write then trimmed and moved them all. Else (a revision never journaled,
+        # another keep) the writer trims, reslots and inserts instead.
         self.journal_recycle = (
             f"UPDATE {j} SET revision = ?3, written_at = ?4, entry = ?5 "
             "WHERE key = ?1 AND keep = ?2 AND slot = ?3 % ?2 AND revision = ?3 - ?2 "

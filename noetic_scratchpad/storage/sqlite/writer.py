@@ -780,12 +780,13 @@ class SqliteWriter:
         rows = [(revision, entry, keep) for revision, entry, *_, keep in state.journal]
         rows = [row for row in rows if row[0] > floor]  # (the rows at or below never land)
         if not state.clear:
-            # The usual write: each row over its ring's oldest, in place (one page, see
-            # TableSql.journal_recycle), while that ring is full and whole.
-            while rows and rows[0][0] > rows[0][2]:
+            # The usual writes, a statement a row: over a full ring's oldest row, in place
+            # (one page, see TableSql.journal_recycle), or added to a ring not yet full
+            # (its slot is free: no row of its keep can sit at revision - keep <= 0).
+            while rows:
                 revision, entry, keep = rows[0]
-                params = (key, keep, revision, now, entry)
-                if not conn.execute(sql.journal_recycle, params).rowcount:
+                write = sql.journal_recycle if revision > keep else sql.journal_insert
+                if not conn.execute(write, (key, keep, revision, now, entry)).rowcount:
                     break
                 del rows[0]
             if not rows:
