@@ -777,8 +777,8 @@ class SqliteWriter:
         if not state.journal:
             return
         floor = state.floor
-        rows = [(revision, entry, keep) for revision, entry, *_, keep in state.journal]
-        rows = [row for row in rows if row[0] > floor]  # (the rows at or below never land)
+        # (revision, entry, keep) of the rows above the floor: those at or below never land.
+        rows = [(row[0], row[1], row[4]) for row in state.journal if row[0] > floor]
         if not state.clear:
             # The usual writes, a statement a row: over a full ring's oldest row, in place
             # (one page, see TableSql.journal_recycle), or added to a ring not yet full
