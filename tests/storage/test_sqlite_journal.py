@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from noetic_scratchpad import StorageError
+from noetic_scratchpad import StorageConfigError, StorageError
 from noetic_scratchpad.storage.base import Commit, JournalRow, Revision
 from noetic_scratchpad.storage.sqlite import SqliteStorage
 
@@ -110,6 +110,26 @@ async def test_a_journal_keyed_by_revision_moves_into_the_ring_at_open(
         (3, 1, 7),
         (3, 2, 5),
     ]
+
+
+async def test_a_table_in_the_way_of_the_journals_move_fails_the_open_and_keeps_both(
+    tmp_path: Path,
+) -> None:
+    """The move into the ring goes through a table named ``{journal}_upgrade``; one that
+    another program keeps there fails the open, and neither table loses a row."""
+    path = tmp_path / "earlier.db"
+    raw(
+        path,
+        "CREATE TABLE scratchpad_kv_journal (key TEXT NOT NULL, revision INTEGER NOT NULL, "
+        "written_at REAL NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (key, revision))",
+    )
+    raw(path, "INSERT INTO scratchpad_kv_journal VALUES ('k', 1, 0, '1')")
+    raw(path, "CREATE TABLE scratchpad_kv_journal_upgrade (note TEXT)")
+    raw(path, "INSERT INTO scratchpad_kv_journal_upgrade VALUES ('theirs')")
+    with pytest.raises(StorageConfigError, match="scratchpad_kv_journal_upgrade already exists"):
+        await SqliteStorage.open(url_of(path))
+    assert raw(path, "SELECT key, revision FROM scratchpad_kv_journal") == [("k", 1)]
+    assert raw(path, "SELECT note FROM scratchpad_kv_journal_upgrade") == [("theirs",)]
 
 
 async def test_open_of_an_upgraded_file_takes_no_write_lock(tmp_path: Path) -> None:

@@ -342,8 +342,8 @@ def _ring_journal(conn: sqlite3.Connection, journal: str, columns: dict[str, int
     if not {"written_at", "entry"} <= columns.keys():
         return
     moved = f"{journal}_upgrade"
-    conn.execute(f"DROP TABLE IF EXISTS {moved}")
-    conn.execute(_JOURNAL_DDL.format(name=moved))
+    # (Without IF NOT EXISTS: a table of that name, another program's, fails the open.)
+    conn.execute(_JOURNAL_DDL.format(name=moved).replace(" IF NOT EXISTS", ""))
     conn.execute(
         f"INSERT INTO {moved} (key, keep, slot, revision, written_at, entry) "
         f"SELECT key, 0, revision, revision, written_at, entry FROM {journal}"
