@@ -311,6 +311,37 @@ async def test_a_set_on_a_row_the_writer_never_read_counts_from_its_revision(
         assert await storage.get_revision("j") == Revision(3, 41)
 
 
+@pytest.mark.parametrize(
+    ("then", "expected"),
+    [
+        ("commit", Revision(["reborn", 0], 10)),  # 7, the sets' 8 and 9, the delete: 10
+        ("set", Revision("again", 10)),
+        ("nothing", None),
+    ],
+)
+async def test_sets_then_a_delete_of_a_row_never_read_keep_their_revisions(
+    tmp_path: Path, then: str, expected: Revision | None
+) -> None:
+    """Two sets of a row the writer never read, then its delete, in one transaction: the
+    sets made revisions 8 and 9, so the key's next write is 10, whether it comes in the
+    same transaction (a commit, a set) or after it; no revision repeats."""
+    path = tmp_path / "db.sqlite"
+    async with await SqliteStorage.open(url_of(path)) as storage:
+        raw(
+            path,
+            "INSERT INTO scratchpad_kv (key, value, updated_at, revision) VALUES ('k', '1', 0, 7)",
+        )
+        writes = [storage.set("k", 2), storage.set("k", 3), storage.delete("k")]
+        if then == "commit":
+            writes.append(storage.commit("k", lambda c: Commit(["reborn", c.revision]), keep=5))
+        elif then == "set":
+            writes.append(storage.set("k", "again"))
+        await in_one_transaction(storage, *writes)
+        assert await storage.get_revision("k") == expected
+        after = await storage.commit("k", lambda c: Commit("next"), keep=5)
+        assert after == Revision("next", 11 if expected else 10)
+
+
 async def test_a_commit_sees_the_revision_another_connection_wrote(tmp_path: Path) -> None:
     """The writer's cache of rows it committed is dropped when another connection writes:
     the next commit builds on the other connection's value and revision."""

@@ -89,7 +89,7 @@ def _assert_each_row_in_its_slot(path: Path) -> None:
         assert all(slot == revision % keep for keep, slot, revision in rows.fetchall())
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(24))
 async def test_the_ring_holds_the_rows_a_revision_window_holds_whatever_the_history(
     tmp_path: Path, seed: int
 ) -> None:

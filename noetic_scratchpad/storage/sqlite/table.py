@@ -113,12 +113,14 @@ class TableSql:
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
             f"updated_at = excluded.updated_at, revision = {table}.revision + ?4"
         )
-        # Run before the row's delete: keeps the higher of the row's revision and the one
-        # the writer handed out last (?2), so that no write of the key repeats either. (A
-        # row left for a key that lives again is harmless: the key's row is above it.)
+        # Run before the row's delete: keeps the higher of the one the writer handed out
+        # last (?2) and the stored one (the row's, else the key's last) plus the sets made
+        # on it unread (?3), so that no write of the key repeats either. (A row left for a
+        # key that lives again is harmless: the key's row is above it.)
         self.retire = (
             f"INSERT INTO {r} (key, revision) SELECT ?1, last FROM (SELECT max(?2, "
-            f"coalesce((SELECT revision FROM {table} WHERE key = ?1), 0)) AS last) "
+            f"coalesce((SELECT revision FROM {table} WHERE key = ?1), "
+            f"(SELECT revision FROM {r} WHERE key = ?1), 0) + ?3) AS last) "
             "WHERE last > 0 ON CONFLICT (key) DO UPDATE SET "
             "revision = max(revision, excluded.revision)"
         )

@@ -195,8 +195,9 @@ class KeyState:
             self.revision += 1
 
     def delete(self) -> None:
-        # The revision stays: the key's next write continues above it.
-        self.value, self.bumps, self.exists, self.current = None, 0, False, None
+        # The revision stays, and so do the sets counted on an unread row: the key's next
+        # write continues above them.
+        self.value, self.exists, self.current = None, False, None
         self.text = None
         self.changed = self.clear = True
         self.journal = []
@@ -463,7 +464,7 @@ class SqliteWriter:
             gone = [key for (key,) in conn.execute(found, (*params, written_by, limit))]
             for key in gone:
                 conn.execute(sql.clear_journal, (key,))
-                conn.execute(sql.retire, (key, 0))
+                conn.execute(sql.retire, (key, 0, 0))
                 conn.execute(sql.delete, (key,))
                 self._recent.pop(key, None)  # (were the commit to fail, only a cache miss)
             return len(gone)
@@ -768,7 +769,7 @@ class SqliteWriter:
         if state.clear:
             conn.execute(sql.clear_journal, (key,))
         if state.text is None:
-            conn.execute(sql.retire, (key, state.revision or 0))
+            conn.execute(sql.retire, (key, state.revision or 0, state.bumps))
             conn.execute(sql.delete, (key,))
         elif state.revision is None:
             conn.execute(sql.set_row, (key, state.text, now, state.bumps))
