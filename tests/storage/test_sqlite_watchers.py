@@ -53,6 +53,18 @@ async def _opened(path: Path, origin: str | None = None) -> AsyncIterator[Sqlite
         yield backend
 
 
+@asynccontextmanager
+async def _leased(
+    path: Path, monkeypatch: pytest.MonkeyPatch, lease: float
+) -> AsyncIterator[tuple[SqliteStorage, SqliteStorage]]:
+    """A writer and another process's watcher polling every 20 ms, on ``path``, with
+    watch leases of ``lease`` seconds."""
+    monkeypatch.setattr(changes, "LEASE", lease)
+    async with _opened(path) as writer, _opened(path, "the-watcher") as watcher:
+        watcher.watch_interval = 0.02
+        yield writer, watcher
+
+
 async def _write_all(backend: SqliteStorage, key: str, count: int) -> None:
     for n in range(count):
         await backend.commit(key, lambda _c, n=n: _journaled(n), keep=5)
@@ -208,10 +220,8 @@ async def test_announcing_stops_once_a_stopped_watch_s_lease_lapses(
 ) -> None:
     """A watch that stops (or dies) is forgotten when its lease runs out: the writers of
     other processes then stop writing rows for it."""
-    monkeypatch.setattr(changes, "LEASE", 1.0)
     path = tmp_path / "lapse.db"
-    async with _opened(path) as writer, _opened(path, "the-watcher") as watcher:
-        watcher.watch_interval = 0.02
+    async with _leased(path, monkeypatch, 1.0) as (writer, watcher):
         async with watching(watcher, 10_000) as notices:
             await _write_all(writer, "k", 2)
             with anyio.fail_after(5):
@@ -228,10 +238,8 @@ async def test_a_watch_renews_its_lease_and_hears_every_write_past_it(
 ) -> None:
     """Writes over three lease lengths are all heard: the watch renews before it lapses,
     and nothing about it is logged."""
-    monkeypatch.setattr(changes, "LEASE", 1.0)
     path = tmp_path / "renew.db"
-    async with _opened(path) as writer, _opened(path, "the-watcher") as watcher:
-        watcher.watch_interval = 0.02
+    async with _leased(path, monkeypatch, 1.0) as (writer, watcher):
         with caplog.at_level(logging.WARNING, "noetic_scratchpad.storage"):
             async with watching(watcher, 10_000) as notices:
                 for _ in range(40):
@@ -248,10 +256,8 @@ async def test_a_watch_renewed_after_its_lease_lapsed_says_writes_may_be_missed(
 ) -> None:
     """An event loop blocked past the lease: writers may have stopped announcing, so the
     watch warns when it renews, and goes on hearing the writes after that."""
-    monkeypatch.setattr(changes, "LEASE", 0.5)
     path = tmp_path / "late.db"
-    async with _opened(path) as writer, _opened(path, "the-watcher") as watcher:
-        watcher.watch_interval = 0.02
+    async with _leased(path, monkeypatch, 0.5) as (writer, watcher):
         with caplog.at_level(logging.WARNING, "noetic_scratchpad.storage"):
             async with watching(watcher, 10_000) as notices:
                 time.sleep(0.8)  # noqa: ASYNC251  # blocks the loop and the watch past the lease
