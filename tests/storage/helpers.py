@@ -59,6 +59,29 @@ def python(code: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
+def start_journal_writer(
+    url: str, name: str, tasks: int, commits: int, keep: int
+) -> subprocess.Popen[str]:
+    """A ``journal_writer.py`` process (see there): it prints ``ready``, then waits for a
+    line on stdin before its ``tasks`` tasks commit to the keys ``k0``, ``k1``, ..."""
+    args = [url, name, str(tasks), str(commits), str(keep)]
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("journal_writer.py")), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+def acks(lines: list[str]) -> list[tuple[str, int, int]]:
+    """The (key, revision, n) of each ``ack`` line of a journal writer."""
+    return [
+        (key, int(revision), int(n))
+        for key, revision, n in (line.split()[1:] for line in lines if line.startswith("ack "))
+    ]
+
+
 def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
     """Wait for ``proc`` and return its output; kill it if it outlives ``timeout``."""
     try:

@@ -14,8 +14,6 @@ import os
 import random
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,9 +27,8 @@ from noetic_scratchpad.storage import StorageBackend
 from noetic_scratchpad.storage.base import Commit, Revision
 from tests.conftest import postgres_test_url, redis_test_url, require_postgres, require_redis
 
-from .helpers import REPO
+from .helpers import acks, start_journal_writer
 
-WRITER = Path(__file__).with_name("journal_writer.py")
 ITERATIONS = int(os.environ.get("NOETIC_KILL_ITERATIONS", "3"))
 SEED = int(os.environ.get("NOETIC_KILL_SEED", str(random.randrange(2**32))))
 KEEP = 20
@@ -63,28 +60,12 @@ async def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
                 await cleanup.drop_keys()  # type: ignore[attr-defined]
 
 
-def start(url: str, name: str, tasks: int, commits: int, keep: int) -> subprocess.Popen[str]:
-    args = [url, name, str(tasks), str(commits), str(keep)]
-    return subprocess.Popen(
-        [sys.executable, str(WRITER), *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-
-
-def acks(lines: list[str]) -> list[tuple[str, int, int]]:
-    """The (key, revision, n) of each ``ack`` line."""
-    return [
-        (key, int(revision), int(n))
-        for key, revision, n in (line.split()[1:] for line in lines if line.startswith("ack "))
-    ]
-
-
 def race(url: str, processes: int, commits: int) -> dict[str, list[tuple[str, int, int]]]:
     """Start the writers, let them go at once, and return each one's acks."""
-    procs = {f"p{index}": start(url, f"p{index}", 1, commits, 1000) for index in range(processes)}
+    procs = {
+        f"p{index}": start_journal_writer(url, f"p{index}", 1, commits, 1000)
+        for index in range(processes)
+    }
     try:
         for proc in procs.values():
             assert proc.stdout is not None
@@ -126,7 +107,7 @@ async def test_processes_committing_one_key_get_consecutive_revisions(shared_url
 def kill_mid_stream(url: str, rng: random.Random) -> tuple[dict[str, int], str]:
     """Run a writer of 3 keys, SIGKILL it after a random number of acks; return each
     key's last acknowledged revision and when the kill came."""
-    process = start(url, "w", 3, 1_000_000, KEEP)
+    process = start_journal_writer(url, "w", 3, 1_000_000, KEEP)
     assert process.stdout is not None
     assert process.stdin is not None
     lines: list[str] = []
