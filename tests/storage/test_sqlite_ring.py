@@ -5,18 +5,20 @@ its keep; and a full ring costs one page per journaled commit."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sqlite3
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from noetic_scratchpad import open_storage
-from noetic_scratchpad.storage.base import Commit, StorageBackend
+from noetic_scratchpad.storage.base import Commit, Revision, StorageBackend
 from noetic_scratchpad.storage.sqlite import SqliteStorage
 
-from .helpers import in_one_transaction
+from .helpers import CANCELS, acks, finish, in_one_transaction, start_journal_writer
 
 pytestmark = pytest.mark.asyncio
 
@@ -133,3 +135,107 @@ async def test_a_full_ring_costs_one_page_per_journaled_commit(tmp_path: Path) -
             frames[key] = _wal_frames(path)
     per_commit = (frames["journaled"] - frames["plain"]) / 200
     assert 0.9 <= per_commit <= 1.1, frames
+
+
+RACED = ("k0", "k1", "k2")
+RACE_KEEP = 5
+
+
+def _counted(writer: str, n: int) -> Any:
+    """A journal writer's commit: the stored count plus one, journaling (writer, n)."""
+    entry = {"writer": writer, "n": n}
+
+    def fn(current: Revision) -> Commit:
+        return Commit({**entry, "count": (current.value or {}).get("count", 0) + 1}, entry)
+
+    return fn
+
+
+async def _ours_cancelled_or_not(
+    storage: StorageBackend,
+    key: str,
+    n: int,
+    how: str,
+    delays: random.Random,
+    acked: dict[Any, Any],
+) -> None:
+    """One of this process's commits, cut short after 0-2 ms as ``how`` (one of
+    :data:`CANCELS`) does, or left to finish; what it was acknowledged with is recorded."""
+    delay = delays.uniform(0, 0.002)
+    write = storage.commit(key, _counted("here", n), keep=RACE_KEEP)
+    done: Revision | None = None
+    if how == "task.cancel":
+        task = asyncio.ensure_future(write)
+        await asyncio.sleep(delay)
+        task.cancel()
+        done = (await asyncio.gather(task, return_exceptions=True))[0]
+    elif how == "asyncio.timeout":
+        try:
+            async with asyncio.timeout(delay):
+                done = await write
+        except TimeoutError:
+            pass
+    else:
+        with anyio.move_on_after(delay):
+            done = await write
+    if isinstance(done, Revision):
+        acked[key, done.revision] = {"writer": "here", "n": n}
+
+
+@pytest.mark.slow
+async def test_full_rings_raced_by_processes_and_cancelled_writers_stay_whole(
+    tmp_path: Path,
+) -> None:
+    """Two processes and this one's tasks commit to three keys at once, all keeping 5
+    rows (the processes' commits land before, between and after this one's), while this
+    process cancels a third of its own commits mid-flight in each of the three ways:
+    every key ends with exactly the rows of its 5 newest revisions, each in its slot;
+    its count is its revision (no commit lost or doubled, cancelled ones included); and
+    each acknowledged commit still in the window is its revision's row."""
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    async with await open_storage(url):  # the tables, before any writer starts
+        pass
+    children = [start_journal_writer(url, f"p{i}", 3, 400, RACE_KEEP) for i in range(2)]
+    acked: dict[Any, Any] = {}
+    delays = random.Random(26)
+    try:
+        for child in children:
+            assert child.stdout is not None
+            assert child.stdout.readline() == "ready\n"
+        async with await open_storage(url) as storage:
+            for child in children:
+                assert child.stdin is not None
+                child.stdin.write("go\n")
+                child.stdin.flush()
+            writes = [
+                _ours_cancelled_or_not(storage, key, n, CANCELS[n // 3 % 3], delays, acked)
+                if n % 3 == 0
+                else storage.commit(key, _counted("here", n), keep=RACE_KEEP)
+                for n in range(120)
+                for key in RACED
+            ]
+            outcomes = await asyncio.gather(*writes)
+            for n, outcome in enumerate(outcomes):
+                if isinstance(outcome, Revision):
+                    acked[RACED[n % 3], outcome.revision] = {"writer": "here", "n": n // 3}
+            outputs = [finish(child)[0] for child in children]
+            for index, output in enumerate(outputs):
+                for key, revision, n in acks(output.splitlines()):
+                    acked[key, revision] = {"writer": f"p{index}", "n": n}
+            for key in RACED:
+                stored = await storage.get_revision(key)
+                assert stored is not None
+                revision = stored.value["count"]
+                assert stored.revision == revision
+                rows = await storage.journal(key, limit=100)
+                assert [row.revision for row in rows] == list(range(revision, revision - 5, -1))
+                assert {k: v for k, v in stored.value.items() if k != "count"} == rows[0].entry
+                for row in rows:
+                    assert acked.get((key, row.revision), row.entry) == row.entry
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+    _assert_each_row_in_its_slot(tmp_path / "race.db")
+    with sqlite3.connect(tmp_path / "race.db") as conn:
+        assert conn.execute("SELECT DISTINCT keep FROM scratchpad_kv_journal").fetchall() == [(5,)]
