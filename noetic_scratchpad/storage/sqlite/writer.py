@@ -780,6 +780,7 @@ class SqliteWriter:
         floor = state.floor
         # (revision, entry, keep) of the rows above the floor: those at or below never land.
         rows = [(row[0], row[1], row[4]) for row in state.journal if row[0] > floor]
+        last_keep = state.journal[-1][4]  # the ring of the rows the usual writes leave
         if not state.clear:
             # The usual writes, a statement a row: over a full ring's oldest row, in place
             # (one page, see TableSql.journal_recycle), or added to a ring not yet full
@@ -794,13 +795,11 @@ class SqliteWriter:
                 return
             if floor > 0:
                 conn.execute(sql.journal_trim, (key, floor))
-        # The rest go to the slots of the last write's keep, the rows stored moved there
-        # first: they span at most that many revisions now, so no two share a slot.
-        keep = state.journal[-1][4]
-        if not state.clear:
-            conn.execute(sql.journal_reslot, (key, keep))
+            # The rows stored move to the slots of the last write's keep, where the rest
+            # go: they span at most that many revisions now, so no two share a slot.
+            conn.execute(sql.journal_reslot, (key, last_keep))
         for revision, entry, _ in rows:
-            conn.execute(sql.journal_insert, (key, keep, revision, now, entry))
+            conn.execute(sql.journal_insert, (key, last_keep, revision, now, entry))
 
     def _remember(self, keys: dict[str, KeyState]) -> None:
         """Keep the rows a committed batch wrote; forget deleted ones and those whose value
