@@ -161,6 +161,15 @@ def run_chain(chain: list[dict[str, Any]]) -> None:
             if asyncio.iscoroutine(result):
                 loop.run_until_complete(result)
     finally:
+        # As asyncio.run ends a program: the tasks a page leaves running (a core it never
+        # closes, and that core's watch) are cancelled and awaited first. Left pending,
+        # a task that lent anyio's worker thread its root keeps that (non-daemon) thread
+        # waiting for work, and the interpreter waits for it at exit.
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
