@@ -162,9 +162,8 @@ def run_chain(chain: list[dict[str, Any]]) -> None:
                 loop.run_until_complete(result)
     finally:
         # As asyncio.run ends a program: the tasks a page leaves running (a core it never
-        # closes, and that core's watch) are cancelled and awaited first. Left pending,
-        # a task that lent anyio's worker thread its root keeps that (non-daemon) thread
-        # waiting for work, and the interpreter waits for it at exit.
+        # closes, and that core's watch) are cancelled and awaited first, so that each
+        # page's code runs as it would in the reader's program.
         pending = asyncio.all_tasks(loop)
         for task in pending:
             task.cancel()

@@ -776,6 +776,43 @@ async def test_unclosed_storage_does_not_hang_the_exit(tmp_path: Path) -> None:
         assert await storage.get("k") == "written"
 
 
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_a_watch_left_running_does_not_hang_the_exit(tmp_path: Path) -> None:
+    """A process whose loop is stopped and closed while a watch of other processes'
+    changes still runs (``run_forever``, no ``asyncio.run`` to cancel its tasks), its
+    storage never closed, still exits: the watch's polls run on threads that never hold
+    the interpreter open. Polled from anyio's worker threads, it hung at exit every time:
+    such a thread stops only when the task it is bound to ends, and this one never does."""
+    code = textwrap.dedent(
+        """
+        import asyncio, sys
+        from noetic_scratchpad import open_storage
+
+        async def main():
+            storage = await open_storage("sqlite:///" + sys.argv[1])
+
+            async def follow():
+                async for _ in storage.watch_changes():
+                    pass
+
+            asyncio.get_running_loop().create_task(follow())
+            await storage.set("k", "written")
+            await asyncio.sleep(0.3)  # several polls
+
+        loop = asyncio.new_event_loop()
+        loop.create_task(main())
+        loop.call_later(0.5, loop.stop)
+        loop.run_forever()
+        loop.close()
+        print("closed", flush=True)
+        """
+    )
+    proc = python(code, str(tmp_path / "watched.db"))
+    out, err = await asyncio.to_thread(finish, proc, 30)
+    assert (proc.returncode, out) == (0, "closed\n"), err
+
+
 @pytest.mark.asyncio
 async def test_a_lock_met_while_preparing_a_new_file_is_retried_within_busy_timeout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -18,6 +18,9 @@ The watcher (:func:`watch`) reads the rows past the last one it saw every ``inte
 seconds, on a connection opened for that read alone (see :func:`_read`): an idle file
 costs an open, one page of the table's index and a close a poll (``PRAGMA data_version``
 would need one connection kept across polls, used from the worker threads in turn).
+The polls run on asyncio's default executor (SQLite is refused under trio), not on anyio's
+worker threads: one of those stops only when the task it is bound to ends, so a watch left
+running on a loop closed without cancelling its tasks held the process at exit.
 
 A watcher first says so in ``{table}_watchers (origin, until)``: its process is watching
 until ``until`` (a lease of :data:`LEASE` seconds, renewed a third of the way in, so that a
@@ -36,6 +39,7 @@ not.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import time
@@ -43,7 +47,6 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
-import anyio.to_thread
 
 from ..notices import ChangeNotice
 from .table import changes_table, watchers_table
@@ -99,15 +102,15 @@ async def watch(
     c, lease = changes_table(table), max(LEASE, 10 * interval)
     register = (watchers_table(table), origin, lease)
     # Registered before reading where to start: every write after that point is announced.
-    until = await anyio.to_thread.run_sync(_register, path, busy_ms, *register)
-    newest = await anyio.to_thread.run_sync(_read, path, busy_ms, _NEWEST.format(c), ())
+    until = await asyncio.to_thread(_register, path, busy_ms, *register)
+    newest = await asyncio.to_thread(_read, path, busy_ms, _NEWEST.format(c), ())
     last = int(newest[0][0])
     while True:
         await anyio.sleep(interval)
         now = time.time()
         if until - now < lease * 2 / 3:
             try:
-                renewed = await anyio.to_thread.run_sync(_register, path, busy_ms, *register)
+                renewed = await asyncio.to_thread(_register, path, busy_ms, *register)
             except sqlite3.Error as exc:
                 logger.warning("renewing the watch of other processes' changes failed: %s", exc)
             else:
@@ -120,7 +123,7 @@ async def watch(
                     )
                 until = renewed
         try:
-            found = await anyio.to_thread.run_sync(_read, path, busy_ms, _SINCE.format(c), (last,))
+            found = await asyncio.to_thread(_read, path, busy_ms, _SINCE.format(c), (last,))
         except sqlite3.Error as exc:
             logger.warning("reading other processes' changes failed; retrying: %s", exc)
             continue
