@@ -71,7 +71,7 @@ class Limit:
         self._cancelling = 0
 
     def __enter__(self) -> Limit:
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._loop)  # given the loop: no getpid (3.11)
         if task is None:
             raise RuntimeError("a Limit must be used inside an asyncio task")
         keeper = self._keeper
@@ -187,8 +187,8 @@ async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:
     through as it is. What it had started may still complete: the caller only stops
     waiting. On asyncio the limit is armed only once ``pending`` first suspends: a call
     that completes without suspending (memory storage) could never be cut off, so it
-    pays for no timer, nor for asyncio's lookup of the running loop (a ``getpid`` system
-    call), which only a call that suspends needs.
+    pays for no timer. Neither makes asyncio's lookup of the running loop (a ``getpid``
+    system call on Python 3.11): the limit takes the loop of the future the call waits on.
     """
     if seconds is None:
         return await pending
@@ -205,8 +205,11 @@ async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:
 def _bounded(steps: Generator[Any, Any, T], yielded: Any, seconds: float) -> Generator[Any, Any, T]:
     """The rest of an await that has suspended, under a :class:`Limit` armed now: what
     ``yield from`` does from its second step, in one generator (it runs on every resume)."""
-    bound = limit(seconds)
-    assert bound is not None  # the caller chose this module: an asyncio loop runs
+    # The loop of the future the call waits on is the running one (asyncio's tasks refuse
+    # any other), and asking it costs no system call, where the running-loop lookup does.
+    loop = yielded.get_loop() if asyncio.isfuture(yielded) else running_asyncio_loop()
+    assert loop is not None  # the caller chose this module: an asyncio loop runs
+    bound = Limit(timekeeper(loop), loop, seconds)
     try:
         with bound:
             while True:
