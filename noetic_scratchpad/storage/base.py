@@ -208,8 +208,10 @@ class StorageBackend(ABC):
 
         The new value is stored as revision ``current.revision + 1``, which is returned
         with it. When ``fn``'s ``Commit.entry`` is not ``None`` and ``keep`` is positive,
-        the entry is journaled under that revision and the key's journal is trimmed to its
-        ``keep`` newest rows; state and journal change together or not at all.
+        the entry is journaled under that revision and the key's journal is trimmed to the
+        rows of its last ``keep`` revisions (those above the new revision less ``keep``: a
+        revision written without an entry takes a place there without a row); state and
+        journal change together or not at all.
 
         A key's revisions never repeat, so that ``(key, revision)`` names one value for
         good (``expected_revision`` and the layer, which does not check again a state

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import builtins
 import time
+from bisect import bisect_right
 from collections.abc import Iterable
 from itertools import takewhile
+from operator import itemgetter
 from typing import Any
 
 from .. import _json
@@ -130,11 +132,12 @@ class MemoryStorage(StorageBackend):
             # was 4 KB of memory for every journaled scope.
             row = (revision, now, _json.dumps(commit.entry).decode())
             # A list, oldest first, trimmed here: a deque's first block alone is 600 bytes,
-            # and most scopes keep a few rows.
+            # and most scopes keep a few rows. The rows of the last keep revisions stay.
             journal = self._journals.setdefault(key, [])
             journal.append(row)
-            if len(journal) > keep:
-                del journal[: len(journal) - keep]
+            floor = revision - keep
+            if journal[0][0] <= floor:
+                del journal[: bisect_right(journal, floor, key=_revision_of)]
         stored = self._values[key] = Revision(commit.value, revision)
         self._written_at[key] = now
         return stored
@@ -182,6 +185,9 @@ class MemoryStorage(StorageBackend):
 
     async def aclose(self) -> None:
         self._closed = True
+
+
+_revision_of = itemgetter(0)
 
 
 def _copy(value: Any) -> Any:

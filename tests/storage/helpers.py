@@ -1,10 +1,12 @@
 """Helpers for the storage tests: other processes that use the same SQLite file, writes
 run as one transaction of a SQLite storage, the sizes of the transactions it runs, a
-write cancelled in each way an application cancels, and the changes a backend watches."""
+write cancelled in each way an application cancels, the changes a backend watches, and
+a model of the journal every backend keeps."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import subprocess
 import sys
 import textwrap
@@ -18,6 +20,7 @@ import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from noetic_scratchpad.storage import StorageBackend
+from noetic_scratchpad.storage.base import Commit
 from noetic_scratchpad.storage.notices import ChangeNotice, watch_changes
 from noetic_scratchpad.storage.sqlite.writer import SqliteWriter
 
@@ -190,3 +193,66 @@ async def watching(backend: StorageBackend, buffer: int = 100) -> AsyncIterator[
         yield receive
         tg.cancel_scope.cancel()
     await notices.aclose()
+
+
+# -- the journal's rule, as a model ----------------------------------------------------------
+
+#: The keys and keeps of :func:`random_writes`.
+MODEL_KEYS = ("a", "b")
+MODEL_KEEPS = (1, 2, 3, 5, 20, 40)
+
+
+def random_writes(rng: random.Random, count: int) -> list[tuple[Any, ...]]:
+    """``count`` writes ``(kind, key, n, keep)`` of the keys :data:`MODEL_KEYS`: mostly
+    journaled commits, with a keep that changes now and then (so journals fill, shrink
+    and grow), and commits without an entry, sets and deletes among them."""
+    keep = 3
+    steps = []
+    for n in range(count):
+        if rng.random() < 0.1:
+            keep = rng.choice(MODEL_KEEPS)
+        kind = rng.choices(("journaled", "unjournaled", "set", "delete"), weights=(80, 8, 6, 3))[0]
+        steps.append((kind, rng.choice(MODEL_KEYS), n, keep))
+    return steps
+
+
+def model_write(storage: StorageBackend, step: tuple[Any, ...]) -> Awaitable[Any]:
+    """The write ``step`` (see :func:`random_writes`) describes, as a coroutine of
+    ``storage``."""
+    kind, key, n, keep = step
+    if kind == "journaled":
+        return storage.commit(key, lambda _current: Commit({"n": n}, {"e": n}), keep=keep)
+    if kind == "unjournaled":
+        return storage.commit(key, lambda _current: Commit({"n": n}), keep=keep)
+    if kind == "set":
+        return storage.set(key, {"n": n})
+    return storage.delete(key)
+
+
+class JournalModel:
+    """What every backend's journal holds: a journaled commit at revision ``r`` with
+    keep ``k`` adds its row and drops those at or below ``r - k`` (so the rows of the
+    key's last ``k`` revisions stay, fewer where some were never journaled); a delete
+    drops them all; nothing else touches it."""
+
+    def __init__(self) -> None:
+        self.revisions = dict.fromkeys(MODEL_KEYS, 0)
+        self.rows: dict[str, list[tuple[int, Any]]] = {key: [] for key in MODEL_KEYS}
+
+    def apply(self, step: tuple[Any, ...]) -> None:
+        kind, key, n, keep = step
+        if kind == "delete":
+            self.rows[key] = []
+            return
+        revision = self.revisions[key] = self.revisions[key] + 1
+        if kind == "journaled":
+            kept = [row for row in self.rows[key] if row[0] > revision - keep]
+            self.rows[key] = [(revision, {"e": n}), *kept]
+
+
+async def journals(storage: StorageBackend) -> dict[str, Any]:
+    """Each of :data:`MODEL_KEYS`'s journal as ``(revision, entry)`` pairs, newest first."""
+    return {
+        key: [(row.revision, row.entry) for row in await storage.journal(key, limit=100)]
+        for key in MODEL_KEYS
+    }

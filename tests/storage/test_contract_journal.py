@@ -8,6 +8,7 @@ and every backend must pass it unchanged.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from noetic_scratchpad.storage import StorageBackend
 from noetic_scratchpad.storage.base import Commit, Revision
 
-from .helpers import CONTRACT_KINDS
+from .helpers import CONTRACT_KINDS, JournalModel, journals, model_write, random_writes
 from .test_contract import assert_identical
 
 pytestmark = pytest.mark.asyncio
@@ -132,6 +133,35 @@ async def test_keep_0_or_no_entry_journals_nothing(storage: StorageBackend) -> N
     await storage.commit("k", step(), keep=0)
     assert await storage.get_revision("k") == Revision({"n": 4}, 4)
     assert await revisions(storage, "k") == [2], "keep=0 or entry=None journals nothing"
+
+
+async def test_revisions_never_journaled_count_toward_keep(storage: StorageBackend) -> None:
+    """A journaled commit at revision r keeps the rows of the key's last ``keep``
+    revisions, above r - keep: a revision written without an entry (or by ``set``) takes
+    a place in that window without a row, so fewer than ``keep`` rows stay."""
+    for _ in range(3):
+        await storage.commit("k", step(), keep=3)
+    await storage.commit("k", lambda current: Commit({"n": 4}), keep=3)
+    await storage.set("k", {"n": 5})
+    await storage.commit("k", step(), keep=3)
+    assert await revisions(storage, "k") == [6], "rows at or below 6 - 3 are trimmed"
+    await storage.commit("k", step(), keep=3)
+    await storage.commit("k", step(), keep=3)
+    assert await revisions(storage, "k") == [8, 7, 6]
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_the_journal_holds_what_the_model_holds_whatever_the_history(
+    storage: StorageBackend, seed: int
+) -> None:
+    """Random histories of commits with an entry or without, sets and deletes on two
+    keys, keeps changing now and then: after every write each key's journal is the
+    model's (``JournalModel`` in helpers.py), the same on every backend."""
+    model = JournalModel()
+    for write in random_writes(random.Random(seed), 120):
+        await model_write(storage, write)
+        model.apply(write)
+        assert await journals(storage) == model.rows, write
 
 
 async def test_delete_removes_the_key_and_its_journal_but_its_revisions_never_return(

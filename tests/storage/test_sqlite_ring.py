@@ -18,69 +18,30 @@ from noetic_scratchpad import open_storage
 from noetic_scratchpad.storage.base import Commit, Revision, StorageBackend
 from noetic_scratchpad.storage.sqlite import SqliteStorage
 
-from .helpers import CANCELS, acks, finish, in_one_transaction, start_journal_writer
+from .helpers import (
+    CANCELS,
+    JournalModel,
+    acks,
+    finish,
+    in_one_transaction,
+    journals,
+    model_write,
+    random_writes,
+    start_journal_writer,
+)
 
 pytestmark = pytest.mark.asyncio
 
-KEYS = ("a", "b")
-KEEPS = (1, 2, 3, 5, 20, 40)
 
-
-def _write(storage: StorageBackend, step: tuple[Any, ...]) -> Any:
-    """The write ``step`` describes, as a coroutine of ``storage``."""
-    kind, key, n, keep = step
-    if kind == "journaled":
-        return storage.commit(key, lambda _current: Commit({"n": n}, {"e": n}), keep=keep)
-    if kind == "unjournaled":
-        return storage.commit(key, lambda _current: Commit({"n": n}), keep=keep)
-    if kind == "set":
-        return storage.set(key, {"n": n})
-    return storage.delete(key)
-
-
-def _steps(rng: random.Random, count: int) -> list[list[tuple[Any, ...]]]:
-    """Groups of writes; a group runs as one SQLite transaction. Mostly journaled
-    commits with a keep that changes now and then, so rings fill, turn and move."""
-    keep = 3
+def _groups(rng: random.Random, count: int) -> list[list[tuple[Any, ...]]]:
+    """:func:`random_writes` in groups; a group runs as one SQLite transaction."""
     groups: list[list[tuple[Any, ...]]] = []
-    for n in range(count):
-        if rng.random() < 0.1:
-            keep = rng.choice(KEEPS)
-        kind = rng.choices(("journaled", "unjournaled", "set", "delete"), weights=(80, 8, 6, 3))[0]
-        step = (kind, rng.choice(KEYS), n, keep)
+    for step in random_writes(rng, count):
         if groups and rng.random() < 0.3:
             groups[-1].append(step)
         else:
             groups.append([step])
     return groups
-
-
-class Model:
-    """What SQLite's journal holds: a journaled commit at revision r with keep k adds its
-    row and drops those at or below r - k; a delete drops them all; nothing else touches
-    it. (The memory backend keeps the k newest rows instead, which differs once a key has
-    revisions never journaled.)"""
-
-    def __init__(self) -> None:
-        self.revisions = dict.fromkeys(KEYS, 0)
-        self.rows: dict[str, list[tuple[int, Any]]] = {key: [] for key in KEYS}
-
-    def apply(self, step: tuple[Any, ...]) -> None:
-        kind, key, n, keep = step
-        if kind == "delete":
-            self.rows[key] = []
-            return
-        revision = self.revisions[key] = self.revisions[key] + 1
-        if kind == "journaled":
-            kept = [row for row in self.rows[key] if row[0] > revision - keep]
-            self.rows[key] = [(revision, {"e": n}), *kept]
-
-
-async def _journals(storage: StorageBackend) -> dict[str, Any]:
-    return {
-        key: [(row.revision, row.entry) for row in await storage.journal(key, limit=100)]
-        for key in KEYS
-    }
 
 
 def _assert_each_row_in_its_slot(path: Path) -> None:
@@ -96,14 +57,14 @@ async def test_the_ring_holds_the_rows_a_revision_window_holds_whatever_the_hist
     tmp_path: Path, seed: int
 ) -> None:
     rng = random.Random(seed)
-    model = Model()
+    model = JournalModel()
     path = tmp_path / "ring.db"
     async with await open_storage(f"sqlite:///{path}") as sqlite:
-        for group in _steps(rng, 300):
-            await in_one_transaction(sqlite, *(_write(sqlite, step) for step in group))
+        for group in _groups(rng, 300):
+            await in_one_transaction(sqlite, *(model_write(sqlite, step) for step in group))
             for step in group:
                 model.apply(step)
-            assert await _journals(sqlite) == model.rows, group
+            assert await journals(sqlite) == model.rows, group
             _assert_each_row_in_its_slot(path)
 
 

@@ -35,7 +35,7 @@ redis.call('ZADD', KEYS[3], 0, ARGV[7])
 local rows = 10 + tonumber(ARGV[9])
 for i = rows, #ARGV, 3 do
   redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1])
-  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(tonumber(ARGV[i + 2]) + 1))
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(ARGV[i]) - tonumber(ARGV[i + 2]))
 end
 for i = 10, rows - 1 do
   redis.call('PUBLISH', ARGV[8], ARGV[i])
