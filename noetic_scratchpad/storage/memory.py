@@ -137,7 +137,12 @@ class MemoryStorage(StorageBackend):
             journal.append(row)
             floor = revision - keep
             if journal[0][0] <= floor:
-                del journal[: bisect_right(journal, floor, key=_revision_of)]
+                # Mostly a full journal's oldest row alone, found without a search (the
+                # row just added is above the floor, so [1] exists).
+                above = (
+                    1 if journal[1][0] > floor else bisect_right(journal, floor, key=_revision_of)
+                )
+                del journal[:above]
         stored = self._values[key] = Revision(commit.value, revision)
         self._written_at[key] = now
         return stored
