@@ -126,8 +126,14 @@ async def test_a_table_in_the_way_of_the_journals_move_fails_the_open_and_keeps_
     raw(path, "INSERT INTO scratchpad_kv_journal VALUES ('k', 1, 0, '1')")
     raw(path, "CREATE TABLE scratchpad_kv_journal_upgrade (note TEXT)")
     raw(path, "INSERT INTO scratchpad_kv_journal_upgrade VALUES ('theirs')")
-    with pytest.raises(StorageConfigError, match="scratchpad_kv_journal_upgrade already exists"):
+    with pytest.raises(StorageConfigError) as refused:
         await SqliteStorage.open(url_of(path))
+    assert str(refused.value) == (
+        f"the journal in {path} has the shape of version 0.2 and moves, once, through a new "
+        "table named 'scratchpad_kv_journal_upgrade', but "
+        f"{path} already has a table of that name. Rename or drop that table, then open "
+        "the file again"
+    )
     assert raw(path, "SELECT key, revision FROM scratchpad_kv_journal") == [("k", 1)]
     assert raw(path, "SELECT note FROM scratchpad_kv_journal_upgrade") == [("theirs",)]
 

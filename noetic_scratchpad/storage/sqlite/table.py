@@ -323,7 +323,7 @@ def _create(conn: sqlite3.Connection, path: str, table: str) -> None:
     journal = journal_table(table)
     columns = _columns(conn, journal)
     if columns and "slot" not in columns:
-        _ring_journal(conn, journal, columns)
+        _ring_journal(conn, path, journal, columns)
     conn.execute(_JOURNAL_DDL.format(name=journal))
     # Files made before it have none: the revisions of keys deleted before are gone, and
     # keys deleted from now on keep theirs.
@@ -334,7 +334,9 @@ def _create(conn: sqlite3.Connection, path: str, table: str) -> None:
     _check_shapes(conn, path, table)
 
 
-def _ring_journal(conn: sqlite3.Connection, journal: str, columns: dict[str, int]) -> None:
+def _ring_journal(
+    conn: sqlite3.Connection, path: str, journal: str, columns: dict[str, int]
+) -> None:
     """Move the rows of a journal keyed by (key, revision), as versions up to 0.2 made
     it, into the ring's table. They keep their revisions; ``keep`` 0 (no writer's) puts
     each in a slot of its own, its revision, and a key's next write moves them to the
@@ -344,8 +346,13 @@ def _ring_journal(conn: sqlite3.Connection, journal: str, columns: dict[str, int
     if not {"written_at", "entry"} <= columns.keys():
         return
     moved = f"{journal}_upgrade"
-    # (Without IF NOT EXISTS: a table of that name, another program's, fails the open.)
-    conn.execute(_JOURNAL_DDL.format(name=moved).replace(" IF NOT EXISTS", ""))
+    if _columns(conn, moved):  # another program's table: never dropped nor filled
+        raise StorageConfigError(
+            f"the journal in {path} has the shape of version 0.2 and moves, once, through "
+            f"a new table named {moved!r}, but {path} already has a table of that name. "
+            "Rename or drop that table, then open the file again"
+        )
+    conn.execute(_JOURNAL_DDL.format(name=moved))
     conn.execute(
         f"INSERT INTO {moved} (key, keep, slot, revision, written_at, entry) "
         f"SELECT key, 0, revision, revision, written_at, entry FROM {journal}"
