@@ -4,6 +4,8 @@ under trio."""
 from __future__ import annotations
 
 import asyncio
+import types
+from collections.abc import Generator
 
 import pytest
 
@@ -207,6 +209,64 @@ async def test_wait_for_arms_no_timer_for_a_call_that_never_suspends() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    assert len(_keeper()) == 0
+
+
+@pytest.mark.asyncio
+async def test_wait_for_follows_a_call_that_survives_a_cancellation_and_suspends_again() -> None:
+    """A call that catches the cancellation thrown in at its first suspension and waits
+    again is followed to its end, under the same limit (which still expires it)."""
+
+    async def shrugs_off_one_cancellation(release: asyncio.Event) -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]  # in a task
+            await release.wait()
+            return "finished"
+        return "slept"
+
+    async def cancelled_once(seconds: float, release: asyncio.Event) -> asyncio.Task[str]:
+        task = asyncio.ensure_future(
+            _runtime.wait_for(seconds, shrugs_off_one_cancellation(release))
+        )
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.sleep(0.01)
+        return task
+
+    release = asyncio.Event()
+    task = await cancelled_once(5, release)
+    assert len(_keeper()) == 1  # still waiting, still limited
+    release.set()
+    assert await task == "finished"
+    assert len(_keeper()) == 0
+
+    task = await cancelled_once(0.05, asyncio.Event())  # never released: the limit ends it
+    with pytest.raises(_runtime.Expired):
+        await task
+    assert len(_keeper()) == 0
+
+
+@pytest.mark.asyncio
+async def test_a_bounded_wait_passes_on_a_value_sent_in() -> None:
+    """asyncio's tasks resume with ``None``; driven by hand with a value, the bounded wait
+    hands it to the call, as ``await`` would."""
+    received: list[object] = []
+
+    @types.coroutine
+    def receives() -> Generator[str, object, str]:
+        received.append((yield "first"))
+        received.append((yield "second"))
+        return "done"
+
+    steps = receives()
+    bounded = _asyncio._bounded(steps, steps.send(None), 5)
+    assert bounded.send(None) == "first"
+    assert bounded.send("a") == "second"
+    with pytest.raises(StopIteration) as done:
+        bounded.send("b")
+    assert (done.value.value, received) == ("done", ["a", "b"])
     assert len(_keeper()) == 0
 
 

@@ -57,7 +57,10 @@ class Limit:
         "expired",
         "task",
     )
-    _queue: dict[Limit, None]  # the keeper's limits of this length; set on entering
+    task: asyncio.Task[object]
+    deadline: float
+    _cancelling: int
+    _queue: dict[Limit, None]  # the keeper's limits of this length
 
     def __init__(
         self, keeper: _Timekeeper, loop: asyncio.AbstractEventLoop, seconds: float
@@ -65,22 +68,18 @@ class Limit:
         self._keeper = keeper
         self._loop = loop
         self._seconds = seconds
-        self.task: asyncio.Task[object] | None = None
-        self.deadline = 0.0
         self.expired = False
-        self._cancelling = 0
+        # task, deadline, _cancelling and _queue: set on entering, as only then known
 
     def __enter__(self) -> Limit:
-        task = asyncio.current_task(self._loop)  # given the loop: no getpid (3.11)
+        loop = self._loop
+        task = asyncio.current_task(loop)  # given the loop: no getpid (3.11)
         if task is None:
             raise RuntimeError("a Limit must be used inside an asyncio task")
-        keeper = self._keeper
         self.task = task
         self._cancelling = task.cancelling()
-        self.deadline = self._loop.time() + self._seconds
-        self._queue = keeper.queue(self._seconds)
-        self._queue[self] = None
-        keeper.wake_by(self._loop, self.deadline)
+        self.deadline = loop.time() + self._seconds
+        self._queue = self._keeper.add(self, loop)
         return self
 
     def __exit__(
@@ -93,15 +92,13 @@ class Limit:
         if (
             self.expired
             and exc_type is asyncio.CancelledError
-            and self.task is not None
             and self.task.uncancel() <= self._cancelling
         ):
             raise TimeoutError from exc
 
     def _expire(self) -> None:
         self.expired = True
-        if self.task is not None:
-            self.task.cancel()
+        self.task.cancel()
 
 
 class _Timekeeper:
@@ -120,15 +117,16 @@ class _Timekeeper:
         self._due: float | None = None
         self._timer_number = 0
 
-    def queue(self, seconds: float) -> dict[Limit, None]:
-        queue = self._queues.get(seconds)
+    def add(self, limit: Limit, loop: asyncio.AbstractEventLoop) -> dict[Limit, None]:
+        """Put ``limit`` (entered: its deadline set) in force; returns its queue."""
+        queue = self._queues.get(limit._seconds)  # noqa: SLF001  # one unit with Limit
         if queue is None:
-            queue = self._queues[seconds] = {}
+            queue = self._queues[limit._seconds] = {}  # noqa: SLF001
+        queue[limit] = None
+        due = self._due
+        if due is None or limit.deadline < due:
+            self._arm(loop, limit.deadline)
         return queue
-
-    def wake_by(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
-        if self._due is None or deadline < self._due:
-            self._arm(loop, deadline)
 
     def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
         self._due = deadline
@@ -165,11 +163,21 @@ _timekeepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Timekeeper] 
 )
 
 
+#: The timekeeper last asked for and its loop, weakly: the same loop asks for it on every
+#: write, and the registry's lookup makes a weak reference each time.
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Timekeeper] | None = None
+
+
 def timekeeper(loop: asyncio.AbstractEventLoop) -> _Timekeeper:
     """The timekeeper of ``loop``, made on first use and forgotten with the loop."""
+    global _last
+    last = _last
+    if last is not None and last[0]() is loop:
+        return last[1]
     found = _timekeepers.get(loop)
     if found is None:
         found = _timekeepers[loop] = _Timekeeper()
+    _last = (weakref.ref(loop), found)
     return found
 
 
@@ -203,12 +211,16 @@ async def wait_for(seconds: float | None, pending: Awaitable[T]) -> T:
 
 @types.coroutine
 def _bounded(steps: Generator[Any, Any, T], yielded: Any, seconds: float) -> Generator[Any, Any, T]:
-    """The rest of an await that has suspended, under a :class:`Limit` armed now: what
-    ``yield from`` does from its second step, in one generator (it runs on every resume)."""
-    # The loop of the future the call waits on is the running one (asyncio's tasks refuse
-    # any other), and asking it costs no system call, where the running-loop lookup does.
-    loop = yielded.get_loop() if asyncio.isfuture(yielded) else running_asyncio_loop()
-    assert loop is not None  # the caller chose this module: an asyncio loop runs
+    """The rest of an await that has suspended, under a :class:`Limit` armed now. This
+    generator hands on the suspension it is given, then lets ``yield from`` pass the rest
+    through: a loop of its own here, run on every resume, cost microseconds a write."""
+    try:
+        # The loop of the future the call waits on is the running one (asyncio's tasks
+        # refuse any other), and asking it costs no system call, as a lookup does.
+        loop = yielded.get_loop()
+    except AttributeError:  # a bare yield (asyncio.sleep(0)): no future to ask
+        loop = running_asyncio_loop()
+        assert loop is not None  # the caller chose this module: an asyncio loop runs
     bound = Limit(timekeeper(loop), loop, seconds)
     try:
         with bound:
@@ -224,12 +236,14 @@ def _bounded(steps: Generator[Any, Any, T], yielded: Any, seconds: float) -> Gen
                     except StopIteration as done:
                         thrown_result: T = done.value
                         return thrown_result
-                else:
-                    try:
-                        yielded = steps.send(sent)
-                    except StopIteration as done:
-                        sent_result: T = done.value
-                        return sent_result
+                    continue  # it caught that and suspended again
+                if sent is None:  # how asyncio's tasks resume: yield from sends the same
+                    return (yield from steps)
+                try:
+                    yielded = steps.send(sent)
+                except StopIteration as done:
+                    sent_result: T = done.value
+                    return sent_result
     except TimeoutError:
         if bound.expired:
             raise Expired from None
