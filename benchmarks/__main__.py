@@ -71,7 +71,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--quick", action="store_true", help="small samples: a smoke test for CI (seconds)"
     )
     parser.add_argument(
-        "--json", type=Path, default=DEFAULT_JSON, help=f"where to write results ({DEFAULT_JSON})"
+        "--json",
+        type=Path,
+        help=f"where to write results (default: {DEFAULT_JSON} after a full run; a run with "
+        "--quick, --only or --history-limit writes only where this says)",
     )
     parser.add_argument(
         "--only", default="", help=f"comma-separated subset of: {', '.join(MODULES)}"
@@ -189,12 +192,20 @@ def main(argv: list[str] | None = None) -> int:
         "comparisons": [comparison.as_json() for comparison in comparisons],
         "errors": errors,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    # The committed latest.json is the last full run, which the docs quote: a partial
+    # run writes only where --json says.
+    partial = args.quick or args.only or args.history_limit is not None
+    target = args.json or (None if partial else DEFAULT_JSON)
+    if target is None:
+        saved = f"not saved: {DEFAULT_JSON} keeps the last full run; --json PATH saves this one"
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        saved = f"results in {target}"
     missed = [c.key for c in comparisons if c.met is False]
     print(
         f"\n{len(comparisons)} comparisons in {document['seconds']:.0f} s; "
-        f"targets missed: {', '.join(missed) or 'none'}; results in {args.json}"
+        f"targets missed: {', '.join(missed) or 'none'}; {saved}"
     )
     if errors:
         return 1

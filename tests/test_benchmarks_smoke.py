@@ -129,3 +129,49 @@ def test_a_core_lending_its_group_costs_no_more_calls_than_the_fast_path() -> No
     }
     through_core = figures["through an open ScratchpadCore"]
     assert through_core <= figures["on a backend, no group lent"], result.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--quick"], ["--only", "prompt_cache"], ["--history-limit", "0", "--only", "prompt_cache"]],
+    ids=["quick", "only", "history-limit"],
+)
+def test_a_partial_run_leaves_the_committed_full_run_alone(
+    args: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`benchmarks/results/latest.json` holds the last full run, which the docs quote: a
+    run of a subset, in quick mode or with another journal writes it only when `--json`
+    names it, and says so."""
+    import benchmarks.__main__ as bench
+
+    monkeypatch.setenv(bench.HISTORY_LIMIT_ENV, "")
+    monkeypatch.delenv(bench.HISTORY_LIMIT_ENV)  # what main sets goes at the end
+    latest = tmp_path / "latest.json"
+    latest.write_text("the full run\n")
+    monkeypatch.setattr(bench, "DEFAULT_JSON", latest)
+    monkeypatch.setattr(bench, "MODULES", {"prompt_cache": bench.MODULES["prompt_cache"]})
+    monkeypatch.setattr(bench, "run_all", _no_comparisons)
+    assert bench.main(args) == 0
+    assert latest.read_text() == "the full run\n"
+    assert (
+        f"not saved: {latest} keeps the last full run; --json PATH saves" in capsys.readouterr().out
+    )
+    assert bench.main([*args, "--json", str(tmp_path / "mine.json")]) == 0
+    assert json.loads((tmp_path / "mine.json").read_text())["comparisons"] == []
+
+
+def test_a_full_run_is_saved_as_the_latest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import benchmarks.__main__ as bench
+
+    latest = tmp_path / "latest.json"
+    monkeypatch.setattr(bench, "DEFAULT_JSON", latest)
+    monkeypatch.setattr(bench, "run_all", _no_comparisons)
+    assert bench.main([]) == 0
+    assert json.loads(latest.read_text())["command"] == "python -m benchmarks "
+
+
+async def _no_comparisons(names: list[str], cfg: object) -> tuple[list[object], list[str]]:
+    return [], []
