@@ -181,10 +181,11 @@ def timekeeper(loop: asyncio.AbstractEventLoop) -> _Timekeeper:
     return found
 
 
-def limit(seconds: float) -> Limit | None:
-    """A :class:`Limit` of ``seconds`` on the running asyncio loop; ``None`` when no
-    asyncio loop runs in this thread."""
-    loop = running_asyncio_loop()
+def limit(seconds: float, loop: asyncio.AbstractEventLoop | None = None) -> Limit | None:
+    """A :class:`Limit` of ``seconds`` on ``loop`` (default: the running asyncio loop);
+    ``None`` when no asyncio loop runs in this thread."""
+    if loop is None:
+        loop = running_asyncio_loop()
     return None if loop is None else Limit(timekeeper(loop), loop, seconds)
 
 
@@ -219,9 +220,9 @@ def _bounded(steps: Generator[Any, Any, T], yielded: Any, seconds: float) -> Gen
         # refuse any other), and asking it costs no system call, as a lookup does.
         loop = yielded.get_loop()
     except AttributeError:  # a bare yield (asyncio.sleep(0)): no future to ask
-        loop = running_asyncio_loop()
-        assert loop is not None  # the caller chose this module: an asyncio loop runs
-    bound = Limit(timekeeper(loop), loop, seconds)
+        loop = None  # (limit looks it up)
+    bound = limit(seconds, loop)
+    assert bound is not None  # the caller chose this module: an asyncio loop runs
     try:
         with bound:
             while True:
