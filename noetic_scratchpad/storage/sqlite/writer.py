@@ -282,6 +282,9 @@ class SqliteWriter:
         self.file = file
         #: The sqlite3 connection; touch it only in the connection's thread (see :meth:`call`).
         self.conn = raw_connection(connection)
+        # The cursor the transactions run their statements on, made in the connection's
+        # thread at the first: ``conn.execute`` makes a cursor for every statement.
+        self._cursor: sqlite3.Cursor | None = None
         self.options = options
         self._sql = sql
         # key -> the Revision (value and revision) of rows this writer committed lately, as
@@ -426,7 +429,7 @@ class SqliteWriter:
     def _purge_deleted(self, prefix: str) -> int:
         *records, announcements = self._sql.purge_deleted(prefix)
 
-        def purge(conn: sqlite3.Connection) -> int:
+        def purge(conn: sqlite3.Cursor) -> int:
             counted = sum(conn.execute(sql, params).rowcount for sql, params in records)
             conn.execute(*announcements)
             return counted
@@ -455,10 +458,8 @@ class SqliteWriter:
             lambda conn: conn.execute(sql, (*params, written_by, limit)).rowcount,
         )
 
-    def _sweep(
-        self, prefix: str, written_by: float, limit: int
-    ) -> Callable[[sqlite3.Connection], int]:
-        def sweep(conn: sqlite3.Connection) -> int:
+    def _sweep(self, prefix: str, written_by: float, limit: int) -> Callable[[sqlite3.Cursor], int]:
+        def sweep(conn: sqlite3.Cursor) -> int:
             sql = self._sql
             found, params = sql.written_by(prefix)
             gone = [key for (key,) in conn.execute(found, (*params, written_by, limit))]
@@ -471,10 +472,10 @@ class SqliteWriter:
 
         return sweep
 
-    def _maintain(self, action: str, work: Callable[[sqlite3.Connection], int]) -> int:
+    def _maintain(self, action: str, work: Callable[[sqlite3.Cursor], int]) -> int:
         """``work(conn)`` as one write transaction of its own, then the WAL emptied: what
         it removed leaves the file now, not at some later checkpoint."""
-        conn = self.conn
+        conn = self._statements()
         try:
             self._begin(conn)
         except sqlite3.Error as exc:
@@ -521,7 +522,7 @@ class SqliteWriter:
     def _transaction(self, jobs: Sequence[Job], *, guarded: bool) -> list[Any] | None:
         """One attempt at :meth:`transaction`; ``None`` when unguarded and a key's
         statement was refused after another of that key (rolled back: nothing written)."""
-        conn = self.conn
+        conn = self._statements()
         try:
             self._begin(conn)
         except sqlite3.Error as exc:
@@ -546,7 +547,15 @@ class SqliteWriter:
         self._remember(batch.keys)
         return batch.outcomes
 
-    def _begin(self, conn: sqlite3.Connection) -> None:
+    def _statements(self) -> sqlite3.Cursor:
+        """The cursor of this thread's transactions (each statement's result is read before
+        the next one runs)."""
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = self.conn.cursor()
+        return cursor
+
+    def _begin(self, conn: sqlite3.Cursor) -> None:
         """``BEGIN IMMEDIATE`` with bounded retry; SQLite waits ``busy_timeout`` each time."""
         attempts = self.options.busy_retries + 1
         for attempt in range(attempts):
@@ -558,7 +567,7 @@ class SqliteWriter:
                     raise
                 time.sleep(0.01 * (attempt + 1))  # this thread is the writer's; nobody waits on it
 
-    def _forget_if_stale(self, conn: sqlite3.Connection) -> None:
+    def _forget_if_stale(self, conn: sqlite3.Cursor) -> None:
         """Drop every cached row if another connection has committed since our last
         transaction, and ask again whether another process watches (see :mod:`.changes`).
         Inside BEGIN IMMEDIATE no one else can commit; the version changes only on another
@@ -572,7 +581,7 @@ class SqliteWriter:
                 )
             self._data_version = version  # (only once both are current)
 
-    def _apply(self, conn: sqlite3.Connection, jobs: Sequence[Job], guarded: bool) -> Batch | None:
+    def _apply(self, conn: sqlite3.Cursor, jobs: Sequence[Job], guarded: bool) -> Batch | None:
         """Apply ``jobs`` in order inside the open transaction, then write each key's rows
         (``None``: refused unguarded, see :meth:`_write_rows`)."""
         batch = Batch()
@@ -592,7 +601,7 @@ class SqliteWriter:
             outcomes.append(None)
         return batch if self._write_rows(conn, jobs, batch, guarded) else None
 
-    def _apply_commit(self, conn: sqlite3.Connection, job: CommitJob, batch: Batch) -> Any:
+    def _apply_commit(self, conn: sqlite3.Cursor, job: CommitJob, batch: Batch) -> Any:
         """Run one update or commit on the key's current row: its outcome, or the exception
         that fails it alone. A database error is not the job's: it propagates, failing the
         batch."""
@@ -626,7 +635,7 @@ class SqliteWriter:
         return value if job.plain else committed
 
     def _journal_above(
-        self, conn: sqlite3.Connection, key: str, state: KeyState, after: int
+        self, conn: sqlite3.Cursor, key: str, state: KeyState, after: int
     ) -> list[JournalRow]:
         """The key's journal rows above ``after``, newest first, as this transaction leaves
         them so far: those of earlier commits in the batch, then the stored ones, less what
@@ -643,9 +652,7 @@ class SqliteWriter:
             rows += decode_journal(self.options.path, key, stored)
         return rows
 
-    def _current(
-        self, conn: sqlite3.Connection, key: str, batch: Batch, fn: object = None
-    ) -> KeyState:
+    def _current(self, conn: sqlite3.Cursor, key: str, batch: Batch, fn: object = None) -> KeyState:
         """``key`` as this transaction sees it, value parsed and revision known. Rows in
         ``_recent`` are what is stored (see ``_forget_if_stale``); a row read is parsed
         unless ``fn`` (the commit's) knows its value (see ``known_value``)."""
@@ -666,7 +673,7 @@ class SqliteWriter:
 
     def _read(
         self,
-        conn: sqlite3.Connection,
+        conn: sqlite3.Cursor,
         key: str,
         *,
         decode: bool = True,
@@ -687,7 +694,7 @@ class SqliteWriter:
         return decode_row(self.options.path, key, data), revision, True
 
     def _write_rows(
-        self, conn: sqlite3.Connection, jobs: Sequence[Job], batch: Batch, guarded: bool
+        self, conn: sqlite3.Cursor, jobs: Sequence[Job], batch: Batch, guarded: bool
     ) -> bool:
         """Write each changed key's rows. A statement SQLite refuses for that key alone (a
         trigger, a constraint) leaves the transaction open: then only the jobs of that key
@@ -712,7 +719,7 @@ class SqliteWriter:
                 self._write_key(conn, key, state, now)
                 index += 1
             except sqlite3.Error as exc:
-                if not conn.in_transaction:
+                if not conn.connection.in_transaction:
                     raise
                 if not guarded and (state.clear or state.journal):
                     return False
@@ -728,7 +735,7 @@ class SqliteWriter:
         return True
 
     def _announce(
-        self, conn: sqlite3.Connection, written: Sequence[str], keys: dict[str, KeyState]
+        self, conn: sqlite3.Cursor, written: Sequence[str], keys: dict[str, KeyState]
     ) -> None:
         """Record the writes of the keys ``written`` for other processes (see
         :mod:`.changes`), in this transaction: one row per journal row written, with the
@@ -764,7 +771,7 @@ class SqliteWriter:
         if newest is not None and newest % changes.TRIM_EVERY < added:
             conn.execute(sql.announce_trim, (newest - changes.KEEP,))
 
-    def _write_key(self, conn: sqlite3.Connection, key: str, state: KeyState, now: float) -> None:
+    def _write_key(self, conn: sqlite3.Cursor, key: str, state: KeyState, now: float) -> None:
         sql = self._sql
         if state.clear:
             conn.execute(sql.clear_journal, (key,))
@@ -775,31 +782,32 @@ class SqliteWriter:
             conn.execute(sql.set_row, (key, state.text, now, state.bumps))
         else:
             conn.execute(sql.upsert, (key, state.text, now, state.revision))
-        if not state.journal:
+        journal = state.journal
+        if not journal:
             return
-        floor = state.floor
-        # (revision, entry, keep) of the rows above the floor: those at or below never land.
-        rows = [(row[0], row[1], row[4]) for row in state.journal if row[0] > floor]
-        last_keep = state.journal[-1][4]  # the ring of the rows the usual writes leave
+        floor = state.floor  # rows at or below it never land
+        last_keep = journal[-1][4]  # the ring of the rows the usual writes leave
         if not state.clear:
             # The usual writes, a statement a row: over a full ring's oldest row, in place
             # (one page, see TableSql.journal_recycle), or added to a ring not yet full
             # (its slot is free: no row of its keep can sit at revision - keep <= 0).
-            while rows:
-                revision, entry, keep = rows[0]
+            for index, (revision, entry, _, _, keep) in enumerate(journal):
+                if revision <= floor:
+                    continue
                 write = sql.journal_recycle if revision > keep else sql.journal_insert
                 if not conn.execute(write, (key, keep, revision, now, entry)).rowcount:
+                    journal = journal[index:]  # this row and those after it are left
                     break
-                del rows[0]
-            if not rows:
+            else:
                 return
             if floor > 0:
                 conn.execute(sql.journal_trim, (key, floor))
             # The rows stored move to the slots of the last write's keep, where the rest
             # go: they span at most that many revisions now, so no two share a slot.
             conn.execute(sql.journal_reslot, (key, last_keep))
-        for revision, entry, _ in rows:
-            conn.execute(sql.journal_insert, (key, last_keep, revision, now, entry))
+        for revision, entry, *_ in journal:
+            if revision > floor:
+                conn.execute(sql.journal_insert, (key, last_keep, revision, now, entry))
 
     def _remember(self, keys: dict[str, KeyState]) -> None:
         """Keep the rows a committed batch wrote; forget deleted ones and those whose value
