@@ -5,6 +5,10 @@ the 5.5 KB state, then ``await ctx.context["scratchpad"].update({...})`` (read-m
 schema gate, size limit, an ``UpdateApplied`` event delivered to a subscriber).
 Baseline: what any implementation must do at least: a path-copying merge of the same update
 and rendering the state as indented JSON with orjson.
+Shown beside them: the baseline plus the C work the contract adds to every write, done by
+hand (the new state encoded for the size limit and storage, the schema check of the
+fields the update writes, the journal entry encoded), the floor of any implementation
+that keeps the contract; the candidate's ratio to it is ``ratio_vs_contract_floor``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import orjson
 
 from noetic_scratchpad import open_storage
 from noetic_scratchpad.keys import state_key
+from noetic_scratchpad.schema import SchemaGate
 
 from ._harness import (
     BIG_BUDGET,
@@ -22,6 +27,7 @@ from ._harness import (
     Config,
     Counter,
     EventTally,
+    TaskNotes,
     bare_merge,
     bare_render,
     bench_layer,
@@ -45,6 +51,8 @@ async def run(cfg: Config) -> list[Comparison]:
     counter = Counter()
     n = cfg.scale(2_000, 300)
     bare_state: dict[str, Any] = dict(doc)
+    floor_state: dict[str, Any] = dict(doc)
+    gate = SchemaGate(TaskNotes)
 
     updates = 0
 
@@ -67,6 +75,17 @@ async def run(cfg: Config) -> list[Comparison]:
         bare_render(bare_state)
         bare_state = bare_merge(bare_state, turn_update(i))
 
+    async def floor_turn(i: int) -> None:
+        nonlocal floor_state
+        bare_render(floor_state)
+        update = turn_update(i)
+        merged = bare_merge(floor_state, update)
+        orjson.dumps(merged)  # the size limit, and the bytes a store keeps
+        gate.errors_after_update(merged, tuple(update))  # the fields the update writes
+        undo = {"restore": [[[key], floor_state.get(key)] for key in update]}
+        orjson.dumps({"keys": list(update), "update": update, "undo": undo})  # the journal's
+        floor_state = merged
+
     def sampler(op: Any) -> Any:
         async def sample() -> float:
             return await micros_per_op(op, n, counter.next(n))
@@ -77,6 +96,7 @@ async def run(cfg: Config) -> list[Comparison]:
         {
             "full path (recall + update)": sampler(full_turn),
             "bare (merge + orjson render)": sampler(bare_turn),
+            "contract floor (bare + encode, schema check, journal entry)": sampler(floor_turn),
             "full path: recall only": sampler(full_recall),
             "full path: update only": sampler(full_update),
         },
@@ -101,6 +121,8 @@ async def run(cfg: Config) -> list[Comparison]:
                 and stored.get("turn") == handle.state["turn"],
             },
             extra={
+                "ratio_vs_contract_floor": results["full path (recall + update)"].median
+                / results["contract floor (bare + encode, schema check, journal entry)"].median,
                 "state_bytes": len(orjson.dumps(doc)),
                 "ops_per_sample": n,
                 "events_applied": tally.applied,
