@@ -429,9 +429,9 @@ class SqliteWriter:
     def _purge_deleted(self, prefix: str) -> int:
         *records, announcements = self._sql.purge_deleted(prefix)
 
-        def purge(conn: sqlite3.Cursor) -> int:
-            counted = sum(conn.execute(sql, params).rowcount for sql, params in records)
-            conn.execute(*announcements)
+        def purge(cursor: sqlite3.Cursor) -> int:
+            counted = sum(cursor.execute(sql, params).rowcount for sql, params in records)
+            cursor.execute(*announcements)
             return counted
 
         return self._maintain("forget deleted keys", purge)
@@ -455,38 +455,38 @@ class SqliteWriter:
             self.connection,
             self._maintain,
             "trim journals",
-            lambda conn: conn.execute(sql, (*params, written_by, limit)).rowcount,
+            lambda cursor: cursor.execute(sql, (*params, written_by, limit)).rowcount,
         )
 
     def _sweep(self, prefix: str, written_by: float, limit: int) -> Callable[[sqlite3.Cursor], int]:
-        def sweep(conn: sqlite3.Cursor) -> int:
+        def sweep(cursor: sqlite3.Cursor) -> int:
             sql = self._sql
             found, params = sql.written_by(prefix)
-            gone = [key for (key,) in conn.execute(found, (*params, written_by, limit))]
+            gone = [key for (key,) in cursor.execute(found, (*params, written_by, limit))]
             for key in gone:
-                conn.execute(sql.clear_journal, (key,))
-                conn.execute(sql.retire, (key, 0, 0))
-                conn.execute(sql.delete, (key,))
+                cursor.execute(sql.clear_journal, (key,))
+                cursor.execute(sql.retire, (key, 0, 0))
+                cursor.execute(sql.delete, (key,))
                 self._recent.pop(key, None)  # (were the commit to fail, only a cache miss)
             return len(gone)
 
         return sweep
 
     def _maintain(self, action: str, work: Callable[[sqlite3.Cursor], int]) -> int:
-        """``work(conn)`` as one write transaction of its own, then the WAL emptied: what
+        """``work(cursor)`` as one write transaction of its own, then the WAL emptied: what
         it removed leaves the file now, not at some later checkpoint."""
-        conn = self._statements()
+        cursor = self._statements()
         try:
-            self._begin(conn)
+            self._begin(cursor)
         except sqlite3.Error as exc:
             raise self._failure(exc, "start a write transaction") from None
         try:
-            removed = work(conn)
+            removed = work(cursor)
             self.file.check("written")
-            conn.execute("COMMIT")
+            cursor.execute("COMMIT")
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+                cursor.execute("ROLLBACK")
             if not isinstance(exc, sqlite3.Error | StorageError):
                 raise
             raise self._failure(exc, action) from None
@@ -494,7 +494,7 @@ class SqliteWriter:
         # database and empty it now. (Busy readers only make it partial; the next
         # checkpoint finishes it.)
         with contextlib.suppress(sqlite3.Error):
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         return removed
 
     # -- in the connection's thread ----------------------------------------------------------
@@ -522,25 +522,25 @@ class SqliteWriter:
     def _transaction(self, jobs: Sequence[Job], *, guarded: bool) -> list[Any] | None:
         """One attempt at :meth:`transaction`; ``None`` when unguarded and a key's
         statement was refused after another of that key (rolled back: nothing written)."""
-        conn = self._statements()
+        cursor = self._statements()
         try:
-            self._begin(conn)
+            self._begin(cursor)
         except sqlite3.Error as exc:
             return [self._failure(exc, "start a write transaction")] * len(jobs)
         try:
-            self._forget_if_stale(conn)
-            batch = self._apply(conn, jobs, guarded)
+            self._forget_if_stale(cursor)
+            batch = self._apply(cursor, jobs, guarded)
             if batch is None:
-                conn.execute("ROLLBACK")
+                cursor.execute("ROLLBACK")
                 return None
             # The last moment before the commit: a file removed or replaced since it was
             # opened would take the batch where no one sees it (see .file).
             self.file.check("written")
-            conn.execute("COMMIT")
+            cursor.execute("COMMIT")
         except BaseException as exc:
             # SQLite may have rolled back already, or the connection is gone: nothing to undo.
             with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+                cursor.execute("ROLLBACK")
             if not isinstance(exc, sqlite3.Error | StorageError):
                 raise
             return [self._failure(exc, "write")] * len(jobs)
@@ -555,40 +555,40 @@ class SqliteWriter:
             cursor = self._cursor = self.conn.cursor()
         return cursor
 
-    def _begin(self, conn: sqlite3.Cursor) -> None:
+    def _begin(self, cursor: sqlite3.Cursor) -> None:
         """``BEGIN IMMEDIATE`` with bounded retry; SQLite waits ``busy_timeout`` each time."""
         attempts = self.options.busy_retries + 1
         for attempt in range(attempts):
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                cursor.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
                 if error_code(exc) != SQLITE_BUSY or attempt + 1 == attempts:
                     raise
                 time.sleep(0.01 * (attempt + 1))  # this thread is the writer's; nobody waits on it
 
-    def _forget_if_stale(self, conn: sqlite3.Cursor) -> None:
+    def _forget_if_stale(self, cursor: sqlite3.Cursor) -> None:
         """Drop every cached row if another connection has committed since our last
         transaction, and ask again whether another process watches (see :mod:`.changes`).
         Inside BEGIN IMMEDIATE no one else can commit; the version changes only on another
         connection's commit (our own commits leave it as it is)."""
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        version = cursor.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
             self._recent.clear()
             if self.origin is not None:
                 self._watched_until = (
-                    conn.execute(self._sql.watched, (self.origin,)).fetchone()[0] or 0.0
+                    cursor.execute(self._sql.watched, (self.origin,)).fetchone()[0] or 0.0
                 )
             self._data_version = version  # (only once both are current)
 
-    def _apply(self, conn: sqlite3.Cursor, jobs: Sequence[Job], guarded: bool) -> Batch | None:
+    def _apply(self, cursor: sqlite3.Cursor, jobs: Sequence[Job], guarded: bool) -> Batch | None:
         """Apply ``jobs`` in order inside the open transaction, then write each key's rows
         (``None``: refused unguarded, see :meth:`_write_rows`)."""
         batch = Batch()
         keys, outcomes = batch.keys, batch.outcomes
         for job in jobs:
             if isinstance(job, CommitJob):
-                outcomes.append(self._apply_commit(conn, job, batch))
+                outcomes.append(self._apply_commit(cursor, job, batch))
                 continue
             state = keys.get(job.key)
             if state is None:
@@ -599,14 +599,14 @@ class SqliteWriter:
             else:
                 state.delete()
             outcomes.append(None)
-        return batch if self._write_rows(conn, jobs, batch, guarded) else None
+        return batch if self._write_rows(cursor, jobs, batch, guarded) else None
 
-    def _apply_commit(self, conn: sqlite3.Cursor, job: CommitJob, batch: Batch) -> Any:
+    def _apply_commit(self, cursor: sqlite3.Cursor, job: CommitJob, batch: Batch) -> Any:
         """Run one update or commit on the key's current row: its outcome, or the exception
         that fails it alone. A database error is not the job's: it propagates, failing the
         batch."""
         try:
-            state = self._current(conn, job.key, batch, job.fn)
+            state = self._current(cursor, job.key, batch, job.fn)
             about: tuple[str | None, str | None] = (None, None)
             if job.plain:
                 value, entry = job.fn(state.value), None
@@ -619,7 +619,7 @@ class SqliteWriter:
                 if job.after is None:
                     commit = job.fn(current)
                 else:
-                    commit = job.fn(current, self._journal_above(conn, job.key, state, job.after))
+                    commit = job.fn(current, self._journal_above(cursor, job.key, state, job.after))
                 # (The layer's commits carry their encoding: no call for it.)
                 value, entry, data = commit.value, commit.entry, commit.encoded or commit.json()
                 if entry is not None and job.keep > 0:
@@ -635,7 +635,7 @@ class SqliteWriter:
         return value if job.plain else committed
 
     def _journal_above(
-        self, conn: sqlite3.Cursor, key: str, state: KeyState, after: int
+        self, cursor: sqlite3.Cursor, key: str, state: KeyState, after: int
     ) -> list[JournalRow]:
         """The key's journal rows above ``after``, newest first, as this transaction leaves
         them so far: those of earlier commits in the batch, then the stored ones, less what
@@ -648,11 +648,13 @@ class SqliteWriter:
             if revision > floor
         ]
         if state.exists and not state.clear:
-            stored = conn.execute(self._sql.journal_above, (key, floor)).fetchall()
+            stored = cursor.execute(self._sql.journal_above, (key, floor)).fetchall()
             rows += decode_journal(self.options.path, key, stored)
         return rows
 
-    def _current(self, conn: sqlite3.Cursor, key: str, batch: Batch, fn: object = None) -> KeyState:
+    def _current(
+        self, cursor: sqlite3.Cursor, key: str, batch: Batch, fn: object = None
+    ) -> KeyState:
         """``key`` as this transaction sees it, value parsed and revision known. Rows in
         ``_recent`` are what is stored (see ``_forget_if_stale``); a row read is parsed
         unless ``fn`` (the commit's) knows its value (see ``known_value``)."""
@@ -661,19 +663,19 @@ class SqliteWriter:
             cached = self._recent.get(key)
             if cached is None:
                 known = known_value(fn)
-                state = batch.keys[key] = KeyState(*self._read(conn, key, known=known))
+                state = batch.keys[key] = KeyState(*self._read(cursor, key, known=known))
             else:
                 state = batch.keys[key] = KeyState(cached.value, cached.revision, True, cached)
             return state
         if state.revision is None:  # sets on a row never read: they count from its revision
-            state.revision = self._read(conn, key, decode=False)[1] + state.bumps
+            state.revision = self._read(cursor, key, decode=False)[1] + state.bumps
         if isinstance(state.value, Unparsed):
             state.value = _json.loads(state.value.text)
         return state
 
     def _read(
         self,
-        conn: sqlite3.Cursor,
+        cursor: sqlite3.Cursor,
         key: str,
         *,
         decode: bool = True,
@@ -682,9 +684,9 @@ class SqliteWriter:
         """The row's value (when ``decode``: ``known``'s value when that is what is stored
         at its revision, else parsed), revision and whether it exists; a missing key's
         revision is the last one it had (0: never written)."""
-        found = conn.execute(self._sql.get_revision, (key,)).fetchone()
+        found = cursor.execute(self._sql.get_revision, (key,)).fetchone()
         if found is None:
-            retired = conn.execute(self._sql.retired_revision, (key,)).fetchone()
+            retired = cursor.execute(self._sql.retired_revision, (key,)).fetchone()
             return None, 0 if retired is None else retired[0], False
         data, revision = found
         if not decode:
@@ -694,7 +696,7 @@ class SqliteWriter:
         return decode_row(self.options.path, key, data), revision, True
 
     def _write_rows(
-        self, conn: sqlite3.Cursor, jobs: Sequence[Job], batch: Batch, guarded: bool
+        self, cursor: sqlite3.Cursor, jobs: Sequence[Job], batch: Batch, guarded: bool
     ) -> bool:
         """Write each changed key's rows. A statement SQLite refuses for that key alone (a
         trigger, a constraint) leaves the transaction open: then only the jobs of that key
@@ -710,32 +712,32 @@ class SqliteWriter:
         if guarded:  # only where a key of several statements needs it
             guarded = any(batch.keys[key].clear or batch.keys[key].journal for key in keys)
         if guarded:
-            conn.execute("SAVEPOINT key_rows")
+            cursor.execute("SAVEPOINT key_rows")
         index = 0
         while index < len(keys):
             key = keys[index]
             state = batch.keys[key]
             try:
-                self._write_key(conn, key, state, now)
+                self._write_key(cursor, key, state, now)
                 index += 1
             except sqlite3.Error as exc:
-                if not conn.connection.in_transaction:
+                if not cursor.connection.in_transaction:
                     raise
                 if not guarded and (state.clear or state.journal):
                     return False
                 batch.fail_key(key, jobs, self._database_error(exc, f"write the key {key!r}"))
                 del keys[index]
                 if guarded:  # undo every key written so far, and write the others again
-                    conn.execute("ROLLBACK TO key_rows")
+                    cursor.execute("ROLLBACK TO key_rows")
                     index = 0
         if self.origin is not None and self._watched_until > now:
-            self._announce(conn, keys, batch.keys)
+            self._announce(cursor, keys, batch.keys)
         if guarded:
-            conn.execute("RELEASE key_rows")
+            cursor.execute("RELEASE key_rows")
         return True
 
     def _announce(
-        self, conn: sqlite3.Cursor, written: Sequence[str], keys: dict[str, KeyState]
+        self, cursor: sqlite3.Cursor, written: Sequence[str], keys: dict[str, KeyState]
     ) -> None:
         """Record the writes of the keys ``written`` for other processes (see
         :mod:`.changes`), in this transaction: one row per journal row written, with the
@@ -757,31 +759,31 @@ class SqliteWriter:
             elif not state.journal or state.journal[-1][0] != state.revision:
                 rows.append((key, state.revision, origin, None, None))
         if len(rows) == 1:  # one write: execute, a third of executemany's cost
-            newest = conn.execute(sql.announce, rows[0]).lastrowid
+            newest = cursor.execute(sql.announce, rows[0]).lastrowid
         elif rows:
-            conn.executemany(sql.announce, rows)  # (which leaves lastrowid as it was)
-            newest = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+            cursor.executemany(sql.announce, rows)  # (which leaves lastrowid as it was)
+            newest = cursor.execute("SELECT last_insert_rowid()").fetchone()[0]
         else:
             newest = None
         for params in unread:
-            newest = conn.execute(sql.announce_row, params).lastrowid
+            newest = cursor.execute(sql.announce_row, params).lastrowid
         # Trimmed only when the newest id passes a multiple of TRIM_EVERY: deleting the
         # oldest row on every commit changes one more page, written to the WAL each time.
         added = len(rows) + len(unread)
         if newest is not None and newest % changes.TRIM_EVERY < added:
-            conn.execute(sql.announce_trim, (newest - changes.KEEP,))
+            cursor.execute(sql.announce_trim, (newest - changes.KEEP,))
 
-    def _write_key(self, conn: sqlite3.Cursor, key: str, state: KeyState, now: float) -> None:
+    def _write_key(self, cursor: sqlite3.Cursor, key: str, state: KeyState, now: float) -> None:
         sql = self._sql
         if state.clear:
-            conn.execute(sql.clear_journal, (key,))
+            cursor.execute(sql.clear_journal, (key,))
         if state.text is None:
-            conn.execute(sql.retire, (key, state.revision or 0, state.bumps))
-            conn.execute(sql.delete, (key,))
+            cursor.execute(sql.retire, (key, state.revision or 0, state.bumps))
+            cursor.execute(sql.delete, (key,))
         elif state.revision is None:
-            conn.execute(sql.set_row, (key, state.text, now, state.bumps))
+            cursor.execute(sql.set_row, (key, state.text, now, state.bumps))
         else:
-            conn.execute(sql.upsert, (key, state.text, now, state.revision))
+            cursor.execute(sql.upsert, (key, state.text, now, state.revision))
         journal = state.journal
         if not journal:
             return
@@ -795,19 +797,19 @@ class SqliteWriter:
                 if revision <= floor:
                     continue
                 write = sql.journal_recycle if revision > keep else sql.journal_insert
-                if not conn.execute(write, (key, keep, revision, now, entry)).rowcount:
+                if not cursor.execute(write, (key, keep, revision, now, entry)).rowcount:
                     journal = journal[index:]  # this row and those after it are left
                     break
             else:
                 return
             if floor > 0:
-                conn.execute(sql.journal_trim, (key, floor))
+                cursor.execute(sql.journal_trim, (key, floor))
             # The rows stored move to the slots of the last write's keep, where the rest
             # go: they span at most that many revisions now, so no two share a slot.
-            conn.execute(sql.journal_reslot, (key, last_keep))
+            cursor.execute(sql.journal_reslot, (key, last_keep))
         for revision, entry, *_ in journal:
             if revision > floor:
-                conn.execute(sql.journal_insert, (key, last_keep, revision, now, entry))
+                cursor.execute(sql.journal_insert, (key, last_keep, revision, now, entry))
 
     def _remember(self, keys: dict[str, KeyState]) -> None:
         """Keep the rows a committed batch wrote; forget deleted ones and those whose value
